@@ -1,0 +1,84 @@
+/* fp16 / bf16 conversions on the GPU, bit-exact with the reference (NaNs: same sign).
+ *
+ * __float2half_rn / __float2bfloat16_rn round to nearest even on the exact value, keep subnormals
+ * (conversions are not subject to flush-to-zero unless built with -ftz=true, which qgold never uses) and
+ * overflow to inf. They return a canonical NaN whose sign is not the input's, so NaNs are handled
+ * explicitly: sign kept, quiet bit set, high payload kept, as the reference does. No float arithmetic
+ * happens here, so the --fmad setting is irrelevant to exactness.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common.cuh"
+#include "qgold/kernels_fp16.h"
+
+namespace {
+
+__device__ __forceinline__ uint16_t f32_to_f16(uint32_t b)
+{
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((b >> 16) & 0x8000u) | 0x7E00u | ((b >> 13) & 0x3FFu));
+    return __half_as_ushort(__float2half_rn(__uint_as_float(b)));
+}
+
+__device__ __forceinline__ uint16_t f32_to_bf16(uint32_t b)
+{
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((b >> 16) | 0x0040u);
+    return __bfloat16_as_ushort(__float2bfloat16_rn(__uint_as_float(b)));
+}
+
+__global__ void k_f32_to_f16(const uint32_t *x, uint16_t *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = f32_to_f16(x[i]);
+}
+
+__global__ void k_f16_to_f32(const uint16_t *x, uint32_t *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __float_as_uint(__half2float(__ushort_as_half(x[i])));
+}
+
+__global__ void k_f32_to_bf16(const uint32_t *x, uint16_t *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = f32_to_bf16(x[i]);
+}
+
+__global__ void k_bf16_to_f32(const uint16_t *x, uint32_t *y, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = (uint32_t)x[i] << 16;
+}
+
+/* Host side: copy in, run on a guarded output, copy out. */
+template <typename In, typename Out>
+int run_convert(void (*kernel)(const In *, Out *, size_t), const In *x, Out *y, size_t n)
+{
+    if (n > 0 && (x == nullptr || y == nullptr)) return QG_ERR_argument_invalid;
+    if (n == 0) return QG_ERR_ok;
+    int rc = QG_ERR_ok;
+    In *dx = nullptr;
+    qg_guarded_dev gy = {};
+    const unsigned threads = 256;
+    size_t blocks = (n + threads - 1) / threads;
+    if (blocks > 65535u * 16u) blocks = 65535u * 16u; /* grid-stride loop covers the rest */
+    QG_CUDA_TRY(cudaMalloc((void **)&dx, n * sizeof(In)));
+    QG_CUDA_TRY(cudaMemcpy(dx, x, n * sizeof(In), cudaMemcpyHostToDevice));
+    rc = qg_guarded_dev_alloc(&gy, y, n * sizeof(Out));
+    if (rc != QG_ERR_ok) goto done;
+    kernel<<<(unsigned)blocks, threads>>>(dx, (Out *)gy.payload, n);
+    QG_CUDA_TRY(cudaGetLastError());
+    QG_CUDA_TRY(cudaDeviceSynchronize());
+    rc = qg_guarded_dev_finish(&gy, y);
+done:
+    if (dx != nullptr) cudaFree(dx);
+    qg_guarded_dev_free(&gy);
+    return rc;
+}
+
+} // namespace
+
+extern "C" int qg_fp16_f32_to_f16_cuda(const uint32_t *x, qg_f16 *y, size_t n) { return run_convert(k_f32_to_f16, x, y, n); }
+extern "C" int qg_fp16_f16_to_f32_cuda(const qg_f16 *x, uint32_t *y, size_t n) { return run_convert(k_f16_to_f32, x, y, n); }
+extern "C" int qg_fp16_f32_to_bf16_cuda(const uint32_t *x, qg_bf16 *y, size_t n) { return run_convert(k_f32_to_bf16, x, y, n); }
+extern "C" int qg_fp16_bf16_to_f32_cuda(const qg_bf16 *x, uint32_t *y, size_t n) { return run_convert(k_bf16_to_f32, x, y, n); }

@@ -1,0 +1,110 @@
+/* The registry: one row per (format, path, backend), with the kernel and its numerics declaration.
+ *
+ * Tests, the audit and the CLI iterate this table, so a kernel gets coverage by having a row. The
+ * numerics declaration is the only place a kernel's accuracy is stated; the tier-2 bound of
+ * numerics (reference/spec/numerics.md) is computed from it, never from a literal in a test.
+ */
+#ifndef QGOLD_REGISTRY_H
+#define QGOLD_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    QG_BACKEND_REF = 0, /* the plain-C reference: always available */
+    QG_BACKEND_AVX2,    /* x86-64 with AVX2 + F16C + FMA, chosen at run time */
+    QG_BACKEND_NEON,    /* aarch64 Advanced SIMD */
+    QG_BACKEND_CUDA,    /* an NVIDIA GPU */
+    QG_BACKEND_COUNT
+} qg_backend;
+
+typedef enum {
+    QG_TIER_EXACT = 1,   /* bit-exact against the reference / fixture */
+    QG_TIER_BOUNDED = 2, /* within the rigorous bound of numerics.md section 3 */
+} qg_tier;
+
+/* Element types of kernel inputs and outputs; they decide how comparisons treat NaN. */
+typedef enum {
+    QG_ELEM_U8 = 1,
+    QG_ELEM_U16,
+    QG_ELEM_U32,
+    QG_ELEM_F16,  /* fp16 bits in uint16 */
+    QG_ELEM_BF16, /* bf16 bits in uint16 */
+    QG_ELEM_F32,  /* float32 (bits in uint32 where exactness matters) */
+    QG_ELEM_F64,
+    QG_ELEM_I32,
+    QG_ELEM_U64,
+} qg_elem;
+
+size_t qg_elem_size(qg_elem e);
+const char *qg_elem_name(qg_elem e);
+
+/* Numerics declaration (numerics.md section 3):
+ *   |y_hat - y*| <= u_out |y*| + (1 + u_out)(gamma_d(u_acc) sum|w x| + sum e|x|) + eta
+ * d is the longest rounding chain of a product: the reduction length K unless the kernel declares a
+ * shorter chain (d_fixed > 0, e.g. a tree or split-K reduction). Exact kernels leave the rest 0. */
+typedef struct {
+    qg_tier tier;
+    double u_acc;        /* accumulator unit roundoff: 2^-24 float32, 2^-11 fp16 */
+    long d_fixed;        /* 0: d = K */
+    double u_out;        /* output rounding: 2^-24 float32 output, 2^-11 fp16 output */
+    double eta;          /* absolute underflow floor: 2^-149 float32 output, 2^-24 fp16 output */
+    int nondeterministic; /* 1 only for kernels using float atomics; then judged by the bound only */
+} qg_numerics;
+
+#define QG_NUMERICS_EXACT {QG_TIER_EXACT, 0.0, 0, 0.0, 0.0, 0}
+
+/* Kernel kinds: each kind has one C signature and one audit runner. */
+typedef enum {
+    QG_KIND_CONVERT = 1, /* y[i] = f(x[i]), n elements */
+} qg_kind;
+
+typedef int (*qg_convert_fn)(const void *x, void *y, size_t n);
+
+typedef struct qg_kernel {
+    const char *format;  /* "fp16" */
+    const char *path;    /* "f32_to_f16" */
+    qg_backend backend;
+    const char *name;    /* the C symbol: qg_<format>_<op>_<backend> */
+    qg_kind kind;
+    qg_elem in_elem, out_elem;
+    qg_numerics numerics;
+    union {
+        qg_convert_fn convert;
+    } fn;
+} qg_kernel;
+
+size_t qg_registry_count(void);
+const qg_kernel *qg_registry_at(size_t i);
+/* NULL when there is no such row. */
+const qg_kernel *qg_registry_find(const char *format, const char *path, qg_backend b);
+
+const char *qg_backend_name(qg_backend b);
+/* Backend from name ("ref", "avx2", "neon", "cuda"); -1 when unknown. */
+int qg_backend_from_name(const char *name);
+
+/* Whether a backend can run here. When not, `why` (if non-NULL) gets a one-line reason: not compiled
+ * for this architecture, CPU lacks the feature, excluded by QG_FORCE_ISA, no CUDA device, ... */
+int qg_backend_available(qg_backend b, char *why, size_t why_len);
+
+/* Whether this row can run here: its backend is available and its kernel was compiled in. */
+int qg_kernel_available(const qg_kernel *k, char *why, size_t why_len);
+
+/* The CPU kernel dispatch would run for (format, path): the best available SIMD row, else the
+ * reference (`fell_back` set to 1 when a SIMD row exists but cannot run here). */
+const qg_kernel *qg_select_cpu(const char *format, const char *path, int *fell_back);
+
+/* CPU feature bits detected once (CPUID + XGETBV on x86-64, HWCAP on aarch64). */
+enum { QG_CPU_AVX2 = 1u << 0, QG_CPU_NEON = 1u << 1 };
+unsigned qg_cpu_features(void);
+/* QG_FORCE_ISA as parsed: "" when unset; "scalar", "avx2" or "neon"; "invalid" otherwise. */
+const char *qg_forced_isa(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
