@@ -1,0 +1,218 @@
+/* qgold: the command-line front of the suite.
+ *
+ *   qgold list                      what is registered and whether it can run here
+ *   qgold audit [options]           every registered kernel over every shipped fixture
+ *
+ * Exit status: 0 success, 1 a check failed or a fixture could not be read, 2 wrong arguments.
+ */
+#include "audit.h"
+#include "qgold/registry.h"
+#if QG_HAVE_CUDA
+#include "qgold/cuda.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef QG_DEFAULT_GOLDEN
+#define QG_DEFAULT_GOLDEN "golden"
+#endif
+
+static const char *k_usage_main =
+    "usage: qgold <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  list     one line per format/path/backend: available on this machine or not, and why\n"
+    "  audit    run every registered kernel over every fixture and print a verdict table\n"
+    "\n"
+    "qgold <command> --help shows the options of a command.\n";
+
+static const char *k_usage_list =
+    "usage: qgold list [--format F]\n"
+    "\n"
+    "Lists every registered kernel: format, path, backend, tier, availability here (and why not).\n"
+    "  --format F   only format F\n";
+
+static const char *k_usage_audit =
+    "usage: qgold audit [--format F] [--backend B] [--golden DIR] [--json FILE]\n"
+    "\n"
+    "Runs every registered kernel over every fixture of its format at the kernel's tier and prints one\n"
+    "row per kernel and fixture file: cases, elements compared, tier, worst bound ratio, verdict.\n"
+    "  --format F     only format F (see qgold list)\n"
+    "  --backend B    only backend B: ref, avx2, neon, cuda\n"
+    "  --golden DIR   fixture directory (default: the shipped golden/, " QG_DEFAULT_GOLDEN ")\n"
+    "  --json FILE    also write the rows as JSON to FILE\n"
+    "Exit status: 0 all pass (skips allowed), 1 any failure or unreadable fixture, 2 wrong arguments.\n";
+
+static int usage_error(const char *usage, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "qgold: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n%s", usage);
+    return 2;
+}
+
+static int format_known(const char *f)
+{
+    for (size_t i = 0; i < qg_registry_count(); i++)
+        if (strcmp(qg_registry_at(i)->format, f) == 0) return 1;
+    return 0;
+}
+
+static const char *tier_name(qg_tier t) { return t == QG_TIER_EXACT ? "exact" : "bounded"; }
+
+static int cmd_list(int argc, char **argv)
+{
+    const char *format = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("%s", k_usage_list);
+            return 0;
+        } else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
+            format = argv[++i];
+            if (!format_known(format)) return usage_error(k_usage_list, "unknown format '%s'", format);
+        } else {
+            return usage_error(k_usage_list, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (strcmp(qg_forced_isa(), "invalid") == 0) fprintf(stderr, "qgold: warning: QG_FORCE_ISA is not one of scalar, avx2, neon\n");
+    printf("%-8s %-14s %-6s %-8s %-11s %s\n", "format", "path", "backend", "tier", "status", "kernel / reason");
+    for (size_t i = 0; i < qg_registry_count(); i++) {
+        const qg_kernel *k = qg_registry_at(i);
+        if (format != NULL && strcmp(k->format, format) != 0) continue;
+        char why[200] = "";
+        int ok = qg_kernel_available(k, why, sizeof why);
+        printf("%-8s %-14s %-6s  %-8s %-11s %s\n", k->format, k->path, qg_backend_name(k->backend), tier_name(k->numerics.tier),
+               ok ? "available" : "unavailable", ok ? k->name : why);
+    }
+    return 0;
+}
+
+typedef struct {
+    FILE *json;
+    int first;
+} sink_ctx;
+
+static void json_str(FILE *fp, const char *s)
+{
+    fputc('"', fp);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(fp, "\\%c", c);
+        else if (c < 0x20) fprintf(fp, "\\u%04x", c);
+        else fputc(c, fp);
+    }
+    fputc('"', fp);
+}
+
+static const char *verdict_name(qg_audit_verdict v) { return v == QG_AUDIT_PASS ? "PASS" : v == QG_AUDIT_FAIL ? "FAIL" : "SKIP"; }
+
+static void print_row(const qg_audit_row *r, void *vctx)
+{
+    sink_ctx *c = vctx;
+    char ratio[32] = "-";
+    if (r->verdict != QG_AUDIT_SKIP && r->tier == QG_TIER_BOUNDED) snprintf(ratio, sizeof ratio, "%.3f", r->worst_ratio);
+    printf("%-7s %-12s %-7s %-24s %6zu %10zu  %-7s %-7s %s\n", r->format, r->path, r->backend, r->file, r->cases, r->elements,
+           r->verdict == QG_AUDIT_SKIP ? "-" : tier_name(r->tier), ratio, verdict_name(r->verdict));
+    if (r->verdict != QG_AUDIT_PASS) printf("        %s\n", r->detail);
+    fflush(stdout);
+    if (c->json != NULL) {
+        fprintf(c->json, "%s\n    {\"format\": ", c->first ? "" : ",");
+        json_str(c->json, r->format);
+        fprintf(c->json, ", \"path\": ");
+        json_str(c->json, r->path);
+        fprintf(c->json, ", \"backend\": ");
+        json_str(c->json, r->backend);
+        fprintf(c->json, ", \"kernel\": ");
+        json_str(c->json, r->kernel);
+        fprintf(c->json, ", \"file\": ");
+        json_str(c->json, r->file);
+        fprintf(c->json, ", \"cases\": %zu, \"elements\": %zu, \"tier\": \"%s\", \"worst_ratio\": %.17g, \"verdict\": \"%s\", \"detail\": ",
+                r->cases, r->elements, tier_name(r->tier), r->worst_ratio, verdict_name(r->verdict));
+        json_str(c->json, r->detail);
+        fprintf(c->json, "}");
+        c->first = 0;
+    }
+}
+
+static int cmd_audit(int argc, char **argv)
+{
+    qg_audit_opts o = {QG_DEFAULT_GOLDEN, NULL, -1};
+    const char *json_path = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf("%s", k_usage_audit);
+            return 0;
+        }
+        if (i + 1 >= argc && (strcmp(a, "--format") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--golden") == 0 ||
+                              strcmp(a, "--json") == 0))
+            return usage_error(k_usage_audit, "option %s needs a value", a);
+        if (strcmp(a, "--format") == 0) {
+            o.format = argv[++i];
+            if (!format_known(o.format)) return usage_error(k_usage_audit, "unknown format '%s' (see qgold list)", o.format);
+        } else if (strcmp(a, "--backend") == 0) {
+            o.backend = qg_backend_from_name(argv[++i]);
+            if (o.backend < 0) return usage_error(k_usage_audit, "unknown backend '%s' (ref, avx2, neon, cuda)", argv[i]);
+        } else if (strcmp(a, "--golden") == 0) {
+            o.golden_dir = argv[++i];
+        } else if (strcmp(a, "--json") == 0) {
+            json_path = argv[++i];
+        } else {
+            return usage_error(k_usage_audit, "unexpected argument '%s'", a);
+        }
+    }
+    if (strcmp(qg_forced_isa(), "invalid") == 0) {
+        fprintf(stderr, "qgold: QG_FORCE_ISA must be scalar, avx2 or neon\n");
+        return 2;
+    }
+    sink_ctx c = {NULL, 1};
+    if (json_path != NULL && (c.json = fopen(json_path, "w")) == NULL) {
+        fprintf(stderr, "qgold: cannot write %s\n", json_path);
+        return 1;
+    }
+    char gpu[256] = "none";
+#if QG_HAVE_CUDA
+    if (qg_cuda_device_count(NULL, 0) > 0) qg_cuda_describe(gpu, sizeof gpu);
+#endif
+    printf("qgold audit: golden %s; cpu features:%s%s; gpu: %s\n", o.golden_dir, (qg_cpu_features() & QG_CPU_AVX2) ? " avx2" : "",
+           (qg_cpu_features() & QG_CPU_NEON) ? " neon" : "", gpu);
+    printf("%-7s %-12s %-7s %-24s %6s %10s  %-7s %-7s %s\n", "format", "path", "backend", "file", "cases", "elements", "tier", "worst",
+           "verdict");
+    if (c.json != NULL) {
+        fprintf(c.json, "{\n  \"golden\": ");
+        json_str(c.json, o.golden_dir);
+        fprintf(c.json, ",\n  \"gpu\": ");
+        json_str(c.json, gpu);
+        fprintf(c.json, ",\n  \"rows\": [");
+    }
+    qg_audit_summary s;
+    int rc = qg_audit(&o, print_row, &c, &s);
+    printf("\n%zu passed, %zu failed, %zu skipped\n", s.pass, s.fail, s.skip);
+    if (c.json != NULL) {
+        fprintf(c.json, "\n  ],\n  \"passed\": %zu, \"failed\": %zu, \"skipped\": %zu\n}\n", s.pass, s.fail, s.skip);
+        fclose(c.json);
+    }
+    if (s.pass == 0 && s.fail == 0) {
+        fprintf(stderr, "qgold: nothing was audited (every selected kernel is unavailable here)\n");
+        return 1;
+    }
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "%s", k_usage_main);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        printf("%s", k_usage_main);
+        return 0;
+    }
+    if (strcmp(cmd, "list") == 0) return cmd_list(argc - 2, argv + 2);
+    if (strcmp(cmd, "audit") == 0) return cmd_audit(argc - 2, argv + 2);
+    return usage_error(k_usage_main, "unknown command '%s'", cmd);
+}

@@ -1,0 +1,50 @@
+#!/bin/sh
+# cli.qgold: exit codes and messages of the qgold CLI, including audits over broken fixture copies.
+# usage: test_cli.sh QGOLD GOLDEN_DIR TMP_DIR
+set -u
+QGOLD=$1 GOLDEN=$2 TMP=$3
+fails=0 checks=0
+check() { # check NAME EXPECTED_STATUS [grep-pattern] -- command...
+    name=$1 want=$2 pat=$3; shift 4
+    checks=$((checks + 1))
+    out=$("$@" 2>&1); got=$?
+    if [ "$got" -ne "$want" ]; then
+        echo "FAIL $name: exit $got, expected $want"; echo "$out" | tail -5; fails=$((fails + 1)); return
+    fi
+    if [ -n "$pat" ] && ! printf '%s\n' "$out" | grep -q -- "$pat"; then
+        echo "FAIL $name: output lacks '$pat'"; echo "$out" | tail -5; fails=$((fails + 1)); return
+    fi
+    echo "ok   $name"
+}
+
+check help 0 "usage: qgold" -- "$QGOLD" --help
+check no-args 2 "usage: qgold" -- "$QGOLD"
+check unknown-command 2 "unknown command" -- "$QGOLD" frobnicate
+check list-help 0 "usage: qgold list" -- "$QGOLD" list --help
+check audit-help 0 "usage: qgold audit" -- "$QGOLD" audit --help
+check list 0 "fp16.*f32_to_f16.*ref.*available" -- "$QGOLD" list
+check list-bad-format 2 "unknown format" -- "$QGOLD" list --format nope
+check audit-bad-format 2 "unknown format" -- "$QGOLD" audit --format nope
+check audit-bad-backend 2 "unknown backend" -- "$QGOLD" audit --backend nope
+check audit-missing-value 2 "needs a value" -- "$QGOLD" audit --golden
+check audit-extra-arg 2 "unexpected argument" -- "$QGOLD" audit --frob
+check bad-force-isa 2 "QG_FORCE_ISA" -- env QG_FORCE_ISA=sse9 "$QGOLD" audit
+check audit-ref 0 "fp16.*f32_to_f16.*ref.*PASS" -- "$QGOLD" audit --backend ref --golden "$GOLDEN" --json "$TMP.json"
+checks=$((checks + 1))
+if grep -q '"rows"' "$TMP.json" && grep -q '"verdict": "PASS"' "$TMP.json"; then echo "ok   audit-json"; else echo "FAIL audit-json"; fails=$((fails + 1)); fi
+check scalar-forced 0 "excluded by QG_FORCE_ISA=scalar" -- env QG_FORCE_ISA=scalar "$QGOLD" list
+
+# Broken copies: a truncated file, a missing file, an empty directory.
+rm -rf "$TMP"; mkdir -p "$TMP"
+cp -r "$GOLDEN" "$TMP/truncated"
+f="$TMP/truncated/fp16/f32_to_f16.h5"
+head -c "$(($(wc -c < "$f") / 2))" "$f" > "$f.part" && mv "$f.part" "$f"
+check audit-truncated 1 "f32_to_f16.h5" -- "$QGOLD" audit --backend ref --golden "$TMP/truncated"
+cp -r "$GOLDEN" "$TMP/missing"
+rm "$TMP/missing/fp16/bf16_to_f32.h5"
+check audit-missing-file 1 "exercises path bf16_to_f32" -- "$QGOLD" audit --backend ref --golden "$TMP/missing"
+mkdir -p "$TMP/empty"
+check audit-empty-dir 1 "no fixture files" -- "$QGOLD" audit --backend ref --golden "$TMP/empty"
+
+echo "$((checks - fails)) passed, $fails failed"
+[ "$fails" -eq 0 ]
