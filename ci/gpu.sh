@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# For GPU runners: build with CUDA, run the whole ctest suite with QG_REQUIRE_GPU=1 (a missing or broken
+# GPU fails instead of skipping), then the audit. JUnit goes to build/junit-gpu.xml.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+step "set-up"
+ci/setup.sh
+step "build (preset default, CUDA required)"
+configure_build default -DQG_CUDA=ON
+step "ctest (QG_REQUIRE_GPU=1)"
+QG_REQUIRE_GPU=1 ctest --test-dir build -j "$JOBS" --output-on-failure --no-tests=error --output-junit junit-gpu.xml
+step "qgold audit"
+build/bin/qgold audit --json build/audit-gpu.json

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole suite, as CI runs it: set-up, build, regeneration check, ctest on this machine, a mutation
+# check, the ASan/UBSan build and its ctest, the aarch64 cross build and its ctest under qemu, and the
+# libFuzzer build replaying its corpus. JUnit files land in each build directory.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+T0=$(date +%s)
+elapsed() { echo "[$(($(date +%s) - T0)) s]"; }
+
+step "set-up $(elapsed)"
+ci/setup.sh --cross
+
+step "build: preset default $(elapsed)"
+configure_build default
+
+step "regeneration check $(elapsed)"
+"$PY" generators/regen.py --check
+
+step "ctest: $(uname -m) $(elapsed)"
+ctest --preset default -j "$JOBS" --output-junit junit.xml
+
+if [ "$(uname -m)" = x86_64 ]; then
+    # A deliberately broken AVX2 conversion (truncation instead of round-to-nearest-even) must make the
+    # named tests fail; if they pass, the suite cannot see the bug it exists to catch.
+    step "mutation check: fp16_avx2_trunc $(elapsed)"
+    cmake -S . -B build-mutant -DQG_CUDA=OFF -DQG_MUTATION=fp16_avx2_trunc -DCMAKE_BUILD_TYPE=Release >/dev/null 2>&1
+    cmake --build build-mutant -j "$JOBS" --target golden_test test_convert_kernels >/dev/null
+    for t in golden.fp16.avx2 simd.fp16.avx2; do
+        if ctest --test-dir build-mutant -R "^$t\$" >/dev/null 2>&1; then
+            echo "mutation check FAILED: $t passed with truncating AVX2 conversions" >&2
+            exit 1
+        fi
+        echo "ok: $t fails on the mutant"
+    done
+fi
+
+step "build + ctest: preset asan $(elapsed)"
+configure_build asan
+ctest --preset asan -j "$JOBS" --output-junit junit.xml
+
+step "build + ctest: preset aarch64 (qemu) $(elapsed)"
+configure_build aarch64
+ctest --preset aarch64 -j "$JOBS" --output-junit junit.xml
+
+step "build: preset fuzz, corpus replay under libFuzzer $(elapsed)"
+configure_build fuzz
+build-fuzz/bin/fuzz_loader -runs=0 tests/fuzz/corpus/loader 2>&1 | tail -3
+
+step "done $(elapsed)"
