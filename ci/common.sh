@@ -13,4 +13,4 @@ configure_build() { # configure_build PRESET [cmake -D args...]
 }
 # The generators' python: the venv ci/setup.sh made, else the system python3.
 PY=python3
-[ -x "$ROOT/.venv/bin/python" ] && PY="$ROOT/.venv/bin/python"
+if [ -x "$ROOT/.venv/bin/python" ]; then PY="$ROOT/.venv/bin/python"; fi
