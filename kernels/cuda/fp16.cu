@@ -2,8 +2,8 @@
  *
  * __float2half_rn / __float2bfloat16_rn round to nearest even on the exact value, keep subnormals
  * (conversions are not subject to flush-to-zero unless built with -ftz=true, which qgold never uses) and
- * overflow to inf. They return a canonical NaN whose sign is not the input's, so NaNs are handled
- * explicitly: sign kept, quiet bit set, high payload kept, as the reference does. No float arithmetic
+ * overflow to inf. They (and __half2float) return a canonical NaN whose sign is not the input's, so
+ * NaNs are handled explicitly with the reference's bit rules. No float arithmetic
  * happens here, so the --fmad setting is irrelevant to exactness.
  */
 #include <cuda_bf16.h>
@@ -32,10 +32,17 @@ __global__ void k_f32_to_f16(const uint32_t *x, uint16_t *y, size_t n)
         y[i] = f32_to_f16(x[i]);
 }
 
+/* __half2float also canonicalizes NaNs to +NaN, so NaNs are widened by hand (sign and payload kept). */
+__device__ __forceinline__ uint32_t f16_to_f32(uint16_t h)
+{
+    if ((h & 0x7C00u) == 0x7C00u && (h & 0x03FFu) != 0) return ((uint32_t)(h & 0x8000u) << 16) | 0x7F800000u | ((uint32_t)(h & 0x3FFu) << 13);
+    return __float_as_uint(__half2float(__ushort_as_half(h)));
+}
+
 __global__ void k_f16_to_f32(const uint16_t *x, uint32_t *y, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = __float_as_uint(__half2float(__ushort_as_half(x[i])));
+        y[i] = f16_to_f32(x[i]);
 }
 
 __global__ void k_f32_to_bf16(const uint32_t *x, uint16_t *y, size_t n)

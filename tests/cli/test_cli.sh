@@ -4,6 +4,7 @@
 set -u
 QGOLD=$1 GOLDEN=$2 TMP=$3
 fails=0 checks=0
+rm -rf "$TMP"; mkdir -p "$TMP"
 check() { # check NAME EXPECTED_STATUS [grep-pattern] -- command...
     name=$1 want=$2 pat=$3; shift 4
     checks=$((checks + 1))
@@ -29,13 +30,12 @@ check audit-bad-backend 2 "unknown backend" -- "$QGOLD" audit --backend nope
 check audit-missing-value 2 "needs a value" -- "$QGOLD" audit --golden
 check audit-extra-arg 2 "unexpected argument" -- "$QGOLD" audit --frob
 check bad-force-isa 2 "QG_FORCE_ISA" -- env QG_FORCE_ISA=sse9 "$QGOLD" audit
-check audit-ref 0 "fp16.*f32_to_f16.*ref.*PASS" -- "$QGOLD" audit --backend ref --golden "$GOLDEN" --json "$TMP.json"
+check audit-ref 0 "fp16.*f32_to_f16.*ref.*PASS" -- "$QGOLD" audit --backend ref --golden "$GOLDEN" --json "$TMP/audit.json"
 checks=$((checks + 1))
-if grep -q '"rows"' "$TMP.json" && grep -q '"verdict": "PASS"' "$TMP.json"; then echo "ok   audit-json"; else echo "FAIL audit-json"; fails=$((fails + 1)); fi
+if grep -q '"rows"' "$TMP/audit.json" && grep -q '"verdict": "PASS"' "$TMP/audit.json"; then echo "ok   audit-json"; else echo "FAIL audit-json"; fails=$((fails + 1)); fi
 check scalar-forced 0 "excluded by QG_FORCE_ISA=scalar" -- env QG_FORCE_ISA=scalar "$QGOLD" list
 
 # Broken copies: a truncated file, a missing file, an empty directory.
-rm -rf "$TMP"; mkdir -p "$TMP"
 cp -r "$GOLDEN" "$TMP/truncated"
 f="$TMP/truncated/fp16/f32_to_f16.h5"
 head -c "$(($(wc -c < "$f") / 2))" "$f" > "$f.part" && mv "$f.part" "$f"

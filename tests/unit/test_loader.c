@@ -34,12 +34,25 @@ static int copy_file(const char *from, const char *to, long limit)
     return 0;
 }
 
+static void mkdir_p(const char *path)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(p, 0777);
+            *s = '/';
+        }
+    mkdir(p, 0777);
+}
+
 /* A copy of MANIFEST and golden/fp16 under tmp/name; `truncate` halves the target file. */
 static void make_copy(const char *golden, const char *tmp, const char *name, int truncate, char *out, size_t len)
 {
     char src[1024], dst[1024], files[32][256];
     snprintf(out, len, "%s/%s", tmp, name);
-    mkdir(tmp, 0777);
+    mkdir_p(tmp);
     mkdir(out, 0777);
     snprintf(dst, sizeof dst, "%s/fp16", out);
     mkdir(dst, 0777);
