@@ -10,6 +10,8 @@
 #include <cuda_fp16.h>
 
 #include "common.cuh"
+
+#include <string.h>
 #include "qgold/kernels_fp16.h"
 
 namespace {
@@ -84,6 +86,23 @@ done:
 }
 
 } // namespace
+
+/* Device-pointer launch for benchmarks: no copies, no checks beyond the path name. */
+extern "C" int qg_fp16_convert_cuda_async(const char *path, const void *dx, void *dy, size_t n, void *stream)
+{
+    const unsigned threads = 256;
+    size_t blocks = (n + threads - 1) / threads;
+    if (blocks > 65535u * 16u) blocks = 65535u * 16u;
+    if (blocks == 0) return QG_ERR_ok;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (!strcmp(path, "f32_to_f16")) k_f32_to_f16<<<(unsigned)blocks, threads, 0, s>>>((const uint32_t *)dx, (uint16_t *)dy, n);
+    else if (!strcmp(path, "f16_to_f32")) k_f16_to_f32<<<(unsigned)blocks, threads, 0, s>>>((const uint16_t *)dx, (uint32_t *)dy, n);
+    else if (!strcmp(path, "f32_to_bf16")) k_f32_to_bf16<<<(unsigned)blocks, threads, 0, s>>>((const uint32_t *)dx, (uint16_t *)dy, n);
+    else if (!strcmp(path, "bf16_to_f32")) k_bf16_to_f32<<<(unsigned)blocks, threads, 0, s>>>((const uint16_t *)dx, (uint32_t *)dy, n);
+    else return QG_ERR_unsupported;
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("fp16 convert launch", e);
+}
 
 extern "C" int qg_fp16_f32_to_f16_cuda(const uint32_t *x, qg_f16 *y, size_t n) { return run_convert(k_f32_to_f16, x, y, n); }
 extern "C" int qg_fp16_f16_to_f32_cuda(const qg_f16 *x, uint32_t *y, size_t n) { return run_convert(k_f16_to_f32, x, y, n); }

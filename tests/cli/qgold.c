@@ -6,6 +6,7 @@
  * Exit status: 0 success, 1 a check failed or a fixture could not be read, 2 wrong arguments.
  */
 #include "audit.h"
+#include "bench.h"
 #include "qgold/registry.h"
 #if QG_HAVE_CUDA
 #include "qgold/cuda.h"
@@ -25,6 +26,7 @@ static const char *k_usage_main =
     "commands:\n"
     "  list     one line per format/path/backend: available on this machine or not, and why\n"
     "  audit    run every registered kernel over every fixture and print a verdict table\n"
+    "  bench    measure kernels against bandwidth (and baselines) measured in the same run\n"
     "\n"
     "qgold <command> --help shows the options of a command.\n";
 
@@ -44,6 +46,19 @@ static const char *k_usage_audit =
     "  --golden DIR   fixture directory (default: the shipped golden/, " QG_DEFAULT_GOLDEN ")\n"
     "  --json FILE    also write the rows as JSON to FILE\n"
     "Exit status: 0 all pass (skips allowed), 1 any failure or unreadable fixture, 2 wrong arguments.\n";
+
+static const char *k_usage_bench =
+    "usage: qgold bench --format F [--backend B] [--reps N] [--threads N] [--quick] [--json FILE]\n"
+    "\n"
+    "Times every available kernel of format F. Each figure is the median of N repetitions (default 7) with\n"
+    "its min and max; efficiency is relative to a bandwidth measured in the same run (CPU: multi-threaded\n"
+    "streaming read, BW_read; GPU: device-to-device copy, BW_copy, bytes read + written).\n"
+    "  --format F     format to measure (see qgold list)\n"
+    "  --backend B    only backend B: ref, avx2, neon, cuda\n"
+    "  --reps N       repetitions per figure (7 to 63)\n"
+    "  --threads N    CPU threads (default: all online CPUs)\n"
+    "  --quick        small sizes and 3 repetitions: checks the harness runs, measures nothing\n"
+    "  --json FILE    also write the rows and the machine notes as JSON\n";
 
 static int usage_error(const char *usage, const char *fmt, const char *arg)
 {
@@ -201,6 +216,50 @@ static int cmd_audit(int argc, char **argv)
     return rc ? 1 : 0;
 }
 
+static int cmd_bench(int argc, char **argv)
+{
+    qg_bench_opts o = {NULL, -1, 0, 7, 0, NULL};
+    const char *json_path = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf("%s", k_usage_bench);
+            return 0;
+        }
+        if (strcmp(a, "--quick") == 0) {
+            o.quick = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return usage_error(k_usage_bench, "unexpected or incomplete argument '%s'", a);
+        const char *v = argv[++i];
+        if (strcmp(a, "--format") == 0) {
+            if (!format_known(v)) return usage_error(k_usage_bench, "unknown format '%s' (see qgold list)", v);
+            o.format = v;
+        } else if (strcmp(a, "--backend") == 0) {
+            if ((o.backend = qg_backend_from_name(v)) < 0) return usage_error(k_usage_bench, "unknown backend '%s'", v);
+        } else if (strcmp(a, "--reps") == 0) {
+            o.reps = atoi(v);
+            if (o.reps < 7 || o.reps > 63) return usage_error(k_usage_bench, "--reps must be 7..63, got '%s'", v);
+        } else if (strcmp(a, "--threads") == 0) {
+            o.threads = atoi(v);
+            if (o.threads < 1 || o.threads > 256) return usage_error(k_usage_bench, "--threads must be 1..256, got '%s'", v);
+        } else if (strcmp(a, "--json") == 0) {
+            json_path = v;
+        } else {
+            return usage_error(k_usage_bench, "unexpected argument '%s'", a);
+        }
+    }
+    if (o.format == NULL) return usage_error(k_usage_bench, "%s", "--format is required");
+    if (o.quick) o.reps = 3;
+    if (json_path != NULL && (o.json = fopen(json_path, "w")) == NULL) {
+        fprintf(stderr, "qgold: cannot write %s\n", json_path);
+        return 1;
+    }
+    int rc = qg_bench_run(&o);
+    if (o.json) fclose(o.json);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -214,5 +273,6 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "list") == 0) return cmd_list(argc - 2, argv + 2);
     if (strcmp(cmd, "audit") == 0) return cmd_audit(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     return usage_error(k_usage_main, "unknown command '%s'", cmd);
 }

@@ -33,6 +33,11 @@ check bad-force-isa 2 "QG_FORCE_ISA" -- env QG_FORCE_ISA=sse9 "$QGOLD" audit
 check audit-ref 0 "fp16.*f32_to_f16.*ref.*PASS" -- "$QGOLD" audit --backend ref --golden "$GOLDEN" --json "$TMP/audit.json"
 checks=$((checks + 1))
 if grep -q '"rows"' "$TMP/audit.json" && grep -q '"verdict": "PASS"' "$TMP/audit.json"; then echo "ok   audit-json"; else echo "FAIL audit-json"; fails=$((fails + 1)); fi
+check bench-quick 0 "f32_to_f16.*ref.*BW_read" -- "$QGOLD" bench --format fp16 --backend ref --quick --json "$TMP/bench.json"
+checks=$((checks + 1))
+if [ "$(grep -c '"backend": "ref"' "$TMP/bench.json")" -eq 4 ]; then echo "ok   bench-json"; else echo "FAIL bench-json"; fails=$((fails + 1)); fi
+check bench-no-format 2 "format is required" -- "$QGOLD" bench
+check bench-bad-reps 2 "reps must be" -- "$QGOLD" bench --format fp16 --reps 2
 check scalar-forced 0 "excluded by QG_FORCE_ISA=scalar" -- env QG_FORCE_ISA=scalar "$QGOLD" list
 
 # Broken copies: a truncated file, a missing file, an empty directory.

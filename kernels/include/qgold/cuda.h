@@ -15,6 +15,9 @@ void qg_cuda_describe(char *buf, size_t len);
 /* The message of the last failed CUDA call made by a qgold wrapper in this thread: call and error. */
 const char *qg_cuda_last_error(void);
 
+/* Benchmark launchers on device pointers (stream is a cudaStream_t); asynchronous, no copies. */
+int qg_fp16_convert_cuda_async(const char *path, const void *dx, void *dy, size_t n, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,240 @@
+/* CPU half of qgold bench, the table/JSON emitter, and the driver.
+ *
+ * CPU figures: BW_read is a multi-threaded streaming read (sum of 64-bit words) of a buffer far beyond
+ * the last-level cache; kernels run on all threads over disjoint slices of an equally large buffer, so
+ * their efficiency is bytes moved / time / BW_read. Each figure is the median of the repetitions, with
+ * the spread (min, max) printed beside it.
+ */
+#include "bench.h"
+
+#include "qgold/registry.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double qg_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double qg_bench_median(double *v, int n, double *lo, double *hi)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    if (lo) *lo = v[0];
+    if (hi) *hi = v[n - 1];
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* JSON pieces are collected and written at the end: {"format", "notes": {...}, "rows": [...]}. */
+static int g_json_rows, g_json_notes;
+static char *g_rows_buf, *g_notes_buf;
+static size_t g_rows_len, g_notes_len;
+static FILE *g_rows, *g_notes;
+
+void qg_bench_note(const qg_bench_opts *o, const char *key, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    printf("# %s: %s\n", key, buf);
+    if (o->json && g_notes) fprintf(g_notes, "%s\n    \"%s\": \"%s\"", g_json_notes++ ? "," : "", key, buf);
+}
+
+void qg_bench_emit(const qg_bench_opts *o, const qg_bench_row *r)
+{
+    char sp[32] = "-";
+    if (r->speedup > 0) snprintf(sp, sizeof sp, "%.2fx", r->speedup);
+    printf("%-6s %-12s %-6s %-16s %5d %10.4f %10.4f %10.4f %8.1f %6.3f %-7s %8s %s\n", r->format, r->path, r->backend, r->shape,
+           r->batch, 1e3 * r->t_med, 1e3 * r->t_lo, 1e3 * r->t_hi, r->bytes / r->t_med / 1e9, r->eff, r->eff_vs, sp,
+           r->speedup > 0 ? r->speedup_vs : "");
+    fflush(stdout);
+    if (o->json && g_rows) {
+        fprintf(g_rows, "%s\n", g_json_rows++ ? "," : "");
+        fprintf(g_rows,
+                "    {\"format\": \"%s\", \"path\": \"%s\", \"backend\": \"%s\", \"shape\": \"%s\", \"batch\": %d, "
+                "\"t_median_ms\": %.6f, \"t_min_ms\": %.6f, \"t_max_ms\": %.6f, \"bytes\": %.0f, \"GBps\": %.3f, "
+                "\"eff\": %.4f, \"eff_vs\": \"%s\", \"speedup\": %.4f, \"speedup_vs\": \"%s\"}",
+                r->format, r->path, r->backend, r->shape, r->batch, 1e3 * r->t_med, 1e3 * r->t_lo, 1e3 * r->t_hi, r->bytes,
+                r->bytes / r->t_med / 1e9, r->eff, r->eff_vs, r->speedup, r->speedup_vs ? r->speedup_vs : "");
+    }
+}
+
+/* ---- threads ---- */
+typedef struct {
+    void (*fn)(void *ctx, size_t lo, size_t hi);
+    void *ctx;
+    size_t lo, hi;
+} slice_job;
+
+static void *run_slice(void *p)
+{
+    slice_job *j = p;
+    j->fn(j->ctx, j->lo, j->hi);
+    return NULL;
+}
+
+/* Runs fn over [0, n) split into `threads` contiguous slices (aligned to 64 elements). */
+static void parallel_for(int threads, size_t n, void (*fn)(void *, size_t, size_t), void *ctx)
+{
+    pthread_t tid[256];
+    slice_job jobs[256];
+    if (threads > 256) threads = 256;
+    size_t per = ((n / (size_t)threads) + 63) & ~(size_t)63;
+    int started = 0;
+    for (int t = 0; t < threads; t++) {
+        size_t lo = (size_t)t * per, hi = lo + per < n ? lo + per : n;
+        if (lo >= n) break;
+        jobs[t] = (slice_job){fn, ctx, lo, hi};
+        if (pthread_create(&tid[t], NULL, run_slice, &jobs[t]) != 0) {
+            run_slice(&jobs[t]);
+            tid[t] = 0;
+        }
+        started = t + 1;
+    }
+    for (int t = 0; t < started; t++)
+        if (tid[t]) pthread_join(tid[t], NULL);
+}
+
+typedef struct {
+    const uint64_t *buf;
+    uint64_t sums[256];
+    size_t per;
+} read_ctx;
+
+static void read_slice(void *vctx, size_t lo, size_t hi)
+{
+    read_ctx *c = vctx;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = lo;
+    for (; i + 4 <= hi; i += 4) {
+        s0 += c->buf[i];
+        s1 += c->buf[i + 1];
+        s2 += c->buf[i + 2];
+        s3 += c->buf[i + 3];
+    }
+    for (; i < hi; i++) s0 += c->buf[i];
+    c->sums[(lo / c->per) & 255] = s0 + s1 + s2 + s3;
+}
+
+/* Streaming read bandwidth, bytes/s. */
+static double measure_bw_read(const qg_bench_opts *o, int threads, size_t bytes)
+{
+    size_t n = bytes / 8;
+    uint64_t *buf = malloc(n * 8);
+    if (buf == NULL) return 0;
+    for (size_t i = 0; i < n; i++) buf[i] = i;
+    read_ctx c = {buf, {0}, ((n / (size_t)threads) + 63) & ~(size_t)63};
+    double t[64];
+    int reps = o->reps;
+    read_slice(&c, 0, n); /* warm */
+    for (int r = 0; r < reps; r++) {
+        double t0 = qg_now();
+        parallel_for(threads, n, read_slice, &c);
+        t[r] = qg_now() - t0;
+    }
+    free(buf);
+    double med = qg_bench_median(t, reps, NULL, NULL);
+    return (double)(n * 8) / med;
+}
+
+typedef struct {
+    const qg_kernel *k;
+    const unsigned char *x;
+    unsigned char *y;
+} conv_ctx;
+
+static void conv_slice(void *vctx, size_t lo, size_t hi)
+{
+    conv_ctx *c = vctx;
+    c->k->fn.convert(c->x + lo * qg_elem_size(c->k->in_elem), c->y + lo * qg_elem_size(c->k->out_elem), hi - lo);
+}
+
+static int bench_cpu_convert(const qg_bench_opts *o, int threads, double bw_read)
+{
+    size_t n = o->quick ? ((size_t)1 << 22) : ((size_t)1 << 27);
+    unsigned char *x = malloc(n * 4), *y = malloc(n * 4);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return 1;
+    }
+    for (size_t i = 0; i < n * 4; i++) x[i] = (unsigned char)(i * 2654435761u >> 13);
+    memset(y, 0, n * 4);
+    for (size_t i = 0; i < qg_registry_count(); i++) {
+        const qg_kernel *k = qg_registry_at(i);
+        if (strcmp(k->format, o->format) != 0 || k->backend == QG_BACKEND_CUDA || k->kind != QG_KIND_CONVERT) continue;
+        if (o->backend >= 0 && (int)k->backend != o->backend) continue;
+        if (!qg_kernel_available(k, NULL, 0)) continue;
+        conv_ctx c = {k, x, y};
+        double t[64], lo, hi;
+        parallel_for(threads, n, conv_slice, &c); /* warm */
+        for (int r = 0; r < o->reps; r++) {
+            double t0 = qg_now();
+            parallel_for(threads, n, conv_slice, &c);
+            t[r] = qg_now() - t0;
+        }
+        qg_bench_row row = {k->format, k->path, qg_backend_name(k->backend), "", 1, 0, 0, 0, 0, 0, "BW_read", 0, ""};
+        snprintf(row.shape, sizeof row.shape, "%zu", n);
+        row.t_med = qg_bench_median(t, o->reps, &lo, &hi);
+        row.t_lo = lo;
+        row.t_hi = hi;
+        row.bytes = (double)n * (double)(qg_elem_size(k->in_elem) + qg_elem_size(k->out_elem));
+        row.eff = row.bytes / row.t_med / bw_read;
+        qg_bench_emit(o, &row);
+    }
+    free(x);
+    free(y);
+    return 0;
+}
+
+int qg_bench_run(const qg_bench_opts *o)
+{
+    int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    if (o->json) {
+        g_rows = open_memstream(&g_rows_buf, &g_rows_len);
+        g_notes = open_memstream(&g_notes_buf, &g_notes_len);
+    }
+    printf("%-6s %-12s %-6s %-16s %5s %10s %10s %10s %8s %6s %-7s %8s\n", "format", "path", "backend", "shape", "batch", "t_med_ms",
+           "t_min_ms", "t_max_ms", "GB/s", "eff", "vs", "speedup");
+    int rc = 0;
+    int want_cpu = o->backend < 0 || o->backend != QG_BACKEND_CUDA;
+    if (want_cpu) {
+        double bw = measure_bw_read(o, threads, o->quick ? ((size_t)64 << 20) : ((size_t)1 << 30));
+        qg_bench_note(o, "cpu_threads", "%d", threads);
+        qg_bench_note(o, "BW_read_GBps", "%.2f", bw / 1e9);
+        rc |= bench_cpu_convert(o, threads, bw);
+    }
+#if QG_HAVE_CUDA
+    if (o->backend < 0 || o->backend == QG_BACKEND_CUDA) {
+        char why[200];
+        if (qg_backend_available(QG_BACKEND_CUDA, why, sizeof why)) rc |= qg_bench_gpu(o);
+        else qg_bench_note(o, "gpu", "%s", why);
+    }
+#endif
+    if (o->json && g_rows && g_notes) {
+        fclose(g_rows);
+        fclose(g_notes);
+        fprintf(o->json, "{\n  \"format\": \"%s\",\n  \"quick\": %d,\n  \"reps\": %d,\n  \"notes\": {%s\n  },\n  \"rows\": [%s\n  ]\n}\n",
+                o->format, o->quick, o->reps, g_notes_buf, g_rows_buf);
+        free(g_rows_buf);
+        free(g_notes_buf);
+        g_rows = g_notes = NULL;
+    }
+    return rc;
+}

@@ -1,0 +1,47 @@
+/* qgold bench: speed is claimed only from here, always as a ratio to something measured in the same run
+ * (reference/spec/bench.md in the project's words: machines are shared and absolute times drift). */
+#ifndef QGOLD_BENCH_H
+#define QGOLD_BENCH_H
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    const char *format;  /* required */
+    int backend;         /* -1: every available backend */
+    int quick;           /* small sizes, few repetitions: a smoke test of the harness, not a measurement */
+    int reps;            /* repetitions per figure (median reported); >= 7 unless quick */
+    int threads;         /* CPU threads; 0 = all online CPUs */
+    FILE *json;          /* NULL or an open file receiving the JSON document */
+} qg_bench_opts;
+
+typedef struct {
+    const char *format, *path, *backend;
+    char shape[48];
+    int batch;
+    double t_med, t_lo, t_hi; /* seconds per call: median, min, max over repetitions */
+    double bytes;             /* bytes one call moves, counted honestly */
+    double eff;               /* bytes / t_med / reference bandwidth */
+    const char *eff_vs;       /* "BW_read" or "BW_copy" */
+    double speedup;           /* t_baseline / t_med, or 0 when there is no baseline */
+    const char *speedup_vs;   /* what the baseline is, or "" */
+} qg_bench_row;
+
+int qg_bench_run(const qg_bench_opts *o);
+
+/* Shared by the CPU and GPU halves. */
+void qg_bench_emit(const qg_bench_opts *o, const qg_bench_row *r);
+void qg_bench_note(const qg_bench_opts *o, const char *key, const char *fmt, ...);
+double qg_bench_median(double *v, int n, double *lo, double *hi);
+double qg_now(void);
+#if QG_HAVE_CUDA
+int qg_bench_gpu(const qg_bench_opts *o);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
