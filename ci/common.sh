@@ -11,6 +11,7 @@ configure_build() { # configure_build PRESET [cmake -D args...]
     cmake --preset "$preset" -DQG_WERROR="$WERROR" "$@" >/dev/null
     cmake --build --preset "$preset" -j "$JOBS"
 }
-# The generators' python: the venv ci/setup.sh made, else the system python3.
-PY=python3
-if [ -x "$ROOT/.venv/bin/python" ]; then PY="$ROOT/.venv/bin/python"; fi
+# The generators' python: the venv ci/setup.sh made, else the system python3 (call after set-up).
+generators_python() {
+    if [ -x "$ROOT/.venv/bin/python" ]; then echo "$ROOT/.venv/bin/python"; else echo python3; fi
+}

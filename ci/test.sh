@@ -14,7 +14,7 @@ step "build: preset default $(elapsed)"
 configure_build default
 
 step "regeneration check $(elapsed)"
-"$PY" generators/regen.py --check
+"$(generators_python)" generators/regen.py --check
 
 step "ctest: $(uname -m) $(elapsed)"
 ctest --preset default -j "$JOBS" --output-junit junit.xml
