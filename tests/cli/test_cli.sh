@@ -1,8 +1,12 @@
 #!/bin/sh
 # cli.qgold: exit codes and messages of the qgold CLI, including audits over broken fixture copies.
-# usage: test_cli.sh QGOLD GOLDEN_DIR TMP_DIR
+# usage: test_cli.sh QGOLD GOLDEN_DIR TMP_DIR [EMULATOR...]   (the emulator runs cross-built binaries)
 set -u
-QGOLD=$1 GOLDEN=$2 TMP=$3
+QGOLD_BIN=$1 GOLDEN=$2 TMP=$3
+shift 3
+EMU="$*"
+qgold() { $EMU "$QGOLD_BIN" "$@"; }
+qgold_env() { v=$1; shift; env "$v" $EMU "$QGOLD_BIN" "$@"; }
 fails=0 checks=0
 rm -rf "$TMP"; mkdir -p "$TMP"
 check() { # check NAME EXPECTED_STATUS [grep-pattern] -- command...
@@ -18,38 +22,38 @@ check() { # check NAME EXPECTED_STATUS [grep-pattern] -- command...
     echo "ok   $name"
 }
 
-check help 0 "usage: qgold" -- "$QGOLD" --help
-check no-args 2 "usage: qgold" -- "$QGOLD"
-check unknown-command 2 "unknown command" -- "$QGOLD" frobnicate
-check list-help 0 "usage: qgold list" -- "$QGOLD" list --help
-check audit-help 0 "usage: qgold audit" -- "$QGOLD" audit --help
-check list 0 "fp16.*f32_to_f16.*ref.*available" -- "$QGOLD" list
-check list-bad-format 2 "unknown format" -- "$QGOLD" list --format nope
-check audit-bad-format 2 "unknown format" -- "$QGOLD" audit --format nope
-check audit-bad-backend 2 "unknown backend" -- "$QGOLD" audit --backend nope
-check audit-missing-value 2 "needs a value" -- "$QGOLD" audit --golden
-check audit-extra-arg 2 "unexpected argument" -- "$QGOLD" audit --frob
-check bad-force-isa 2 "QG_FORCE_ISA" -- env QG_FORCE_ISA=sse9 "$QGOLD" audit
-check audit-ref 0 "fp16.*f32_to_f16.*ref.*PASS" -- "$QGOLD" audit --backend ref --golden "$GOLDEN" --json "$TMP/audit.json"
+check help 0 "usage: qgold" -- qgold --help
+check no-args 2 "usage: qgold" -- qgold
+check unknown-command 2 "unknown command" -- qgold frobnicate
+check list-help 0 "usage: qgold list" -- qgold list --help
+check audit-help 0 "usage: qgold audit" -- qgold audit --help
+check list 0 "fp16.*f32_to_f16.*ref.*available" -- qgold list
+check list-bad-format 2 "unknown format" -- qgold list --format nope
+check audit-bad-format 2 "unknown format" -- qgold audit --format nope
+check audit-bad-backend 2 "unknown backend" -- qgold audit --backend nope
+check audit-missing-value 2 "needs a value" -- qgold audit --golden
+check audit-extra-arg 2 "unexpected argument" -- qgold audit --frob
+check bad-force-isa 2 "QG_FORCE_ISA" -- qgold_env QG_FORCE_ISA=sse9 audit
+check audit-ref 0 "fp16.*f32_to_f16.*ref.*PASS" -- qgold audit --backend ref --golden "$GOLDEN" --json "$TMP/audit.json"
 checks=$((checks + 1))
 if grep -q '"rows"' "$TMP/audit.json" && grep -q '"verdict": "PASS"' "$TMP/audit.json"; then echo "ok   audit-json"; else echo "FAIL audit-json"; fails=$((fails + 1)); fi
-check bench-quick 0 "f32_to_f16.*ref.*BW_read" -- "$QGOLD" bench --format fp16 --backend ref --quick --json "$TMP/bench.json"
+check bench-quick 0 "f32_to_f16.*ref.*BW_read" -- qgold bench --format fp16 --backend ref --quick --json "$TMP/bench.json"
 checks=$((checks + 1))
 if [ "$(grep -c '"backend": "ref"' "$TMP/bench.json")" -eq 4 ]; then echo "ok   bench-json"; else echo "FAIL bench-json"; fails=$((fails + 1)); fi
-check bench-no-format 2 "format is required" -- "$QGOLD" bench
-check bench-bad-reps 2 "reps must be" -- "$QGOLD" bench --format fp16 --reps 2
-check scalar-forced 0 "excluded by QG_FORCE_ISA=scalar" -- env QG_FORCE_ISA=scalar "$QGOLD" list
+check bench-no-format 2 "format is required" -- qgold bench
+check bench-bad-reps 2 "reps must be" -- qgold bench --format fp16 --reps 2
+check scalar-forced 0 "excluded by QG_FORCE_ISA=scalar" -- qgold_env QG_FORCE_ISA=scalar list
 
 # Broken copies: a truncated file, a missing file, an empty directory.
 cp -r "$GOLDEN" "$TMP/truncated"
 f="$TMP/truncated/fp16/f32_to_f16.h5"
 head -c "$(($(wc -c < "$f") / 2))" "$f" > "$f.part" && mv "$f.part" "$f"
-check audit-truncated 1 "f32_to_f16.h5" -- "$QGOLD" audit --backend ref --golden "$TMP/truncated"
+check audit-truncated 1 "f32_to_f16.h5" -- qgold audit --backend ref --golden "$TMP/truncated"
 cp -r "$GOLDEN" "$TMP/missing"
 rm "$TMP/missing/fp16/bf16_to_f32.h5"
-check audit-missing-file 1 "exercises path bf16_to_f32" -- "$QGOLD" audit --backend ref --golden "$TMP/missing"
+check audit-missing-file 1 "exercises path bf16_to_f32" -- qgold audit --backend ref --golden "$TMP/missing"
 mkdir -p "$TMP/empty"
-check audit-empty-dir 1 "no fixture files" -- "$QGOLD" audit --backend ref --golden "$TMP/empty"
+check audit-empty-dir 1 "no fixture files" -- qgold audit --backend ref --golden "$TMP/empty"
 
 echo "$((checks - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]
