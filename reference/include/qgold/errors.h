@@ -44,7 +44,11 @@ extern "C" {
     X(bound_exceeded, 121, "a kernel result is outside its declared error bound")                \
     X(canary_clobbered, 122, "a kernel wrote outside its output buffer")                         \
     X(output_unwritten, 123, "a kernel left part of its output unwritten")                       \
-    X(nondeterministic, 124, "two identical calls gave different bits")
+    X(nondeterministic, 124, "two identical calls gave different bits")                          \
+    X(kq_type_unknown, 200, "not a K-quant type (q4_k, q5_k, q6_k, q8_k)")                       \
+    X(kq_cols_not_multiple, 201, "K-quant row length (cols) is zero or not a multiple of 256; 4544- and 896-wide rows are not K-quant rows") \
+    X(kq_size_mismatch, 202, "K-quant buffer length is not rows * cols/256 * block bytes")        \
+    X(kq_batch_out_of_range, 203, "K-quant GEMV batch is outside 1..16")
 
 typedef enum {
 #define QG_X_ENUM(name, num, msg) QG_ERR_##name = num,
