@@ -9,6 +9,7 @@
 #include "qgold/errors.h"
 #include "qgold/fp16.h"
 #include "qgold/kernels_fp16.h"
+#include "qgold/kernels_kquants.h"
 #if QG_HAVE_CUDA
 #include "qgold/cuda.h"
 #endif
@@ -52,21 +53,56 @@ QG_FP16_ADAPTERS(cuda)
 
 #define QG_FP16_ROW(path, be, sfx, built, tin, tout)                                                 \
     {"fp16", #path, be, "qg_fp16_" #path "_" #sfx, QG_KIND_CONVERT, tin, tout, QG_NUMERICS_EXACT,    \
-     {.convert = QG_FN_##built(adapt_qg_fp16_##path##_##sfx)}}
+     QG_NUMERICS_EXACT, {.convert = QG_FN_##built(adapt_qg_fp16_##path##_##sfx)}}
 /* QG_FN_1(f) is f; QG_FN_0(f) is NULL without naming f (it does not exist in this build). */
 #define QG_FN_1(f) f
 #define QG_FN_0(f) NULL
+/* QG_FN(built, f): the same, with `built` macro-expanded first. */
+#define QG_FN(built, f) QG_FN_I(built, f)
+#define QG_FN_I(built, f) QG_FN_##built(f)
 #define QG_FP16_ROWS(be, sfx, built)                                         \
     QG_FP16_ROW(f32_to_f16, be, sfx, built, QG_ELEM_F32, QG_ELEM_F16),       \
     QG_FP16_ROW(f16_to_f32, be, sfx, built, QG_ELEM_F16, QG_ELEM_F32),       \
     QG_FP16_ROW(f32_to_bf16, be, sfx, built, QG_ELEM_F32, QG_ELEM_BF16),     \
     QG_FP16_ROW(bf16_to_f32, be, sfx, built, QG_ELEM_BF16, QG_ELEM_F32)
+/* K-quant rows: the functions take the type as their first argument, so no adapters are needed.
+ * Which optimized K-quant paths exist (0/1 per backend): */
+#define QG_KQ_AVX2 QG_BUILT_AVX2
+#define QG_KQ_NEON QG_BUILT_NEON
+#define QG_KQ_DEQUANT_ROW(fmt, be, sfx, built)                                                           \
+    {#fmt, "dequant", be, "qg_kq_dequant_" #sfx, QG_KIND_KQ_DEQUANT, QG_ELEM_U8, QG_ELEM_F32, QG_NUMERICS_EXACT, \
+     QG_NUMERICS_EXACT, {.kq_dequant = {QG_FN(built, qg_kq_dequant_f32_##sfx), QG_FN(built, qg_kq_dequant_f16_##sfx)}}}
+#define QG_KQ_GEMV_ROW(fmt, be, sfx, built)                                                              \
+    {#fmt, "gemv", be, "qg_kq_gemv_" #sfx, QG_KIND_KQ_GEMV, QG_ELEM_F16, QG_ELEM_F32, QG_NUMERICS_F32ACC_F32OUT, \
+     QG_NUMERICS_F32ACC_F16OUT, {.kq_gemv = QG_FN(built, qg_kq_gemv_##sfx)}}
+/* The dot's float result is judged against sum_i dy (D S_i - Dm M_i) with d = K (safe for every
+ * evaluation order of the per-block products and the block sum). */
+#define QG_KQ_DOT_ROW(fmt, be, sfx, built)                                                               \
+    {#fmt, "dot_q8k", be, "qg_kq_dot_q8k_" #sfx, QG_KIND_KQ_DOT, QG_ELEM_U8, QG_ELEM_F32, QG_NUMERICS_F32ACC_F32OUT, \
+     QG_NUMERICS_F32ACC_F32OUT, {.kq_dot = QG_FN(built, qg_kq_dot_q8k_##sfx)}}
+#define QG_KQ_QUANTIZE_ROW(fmt)                                                                          \
+    {#fmt, "quantize", QG_BACKEND_REF, "qg_kq_quantize_ref", QG_KIND_KQ_QUANTIZE, QG_ELEM_F32, QG_ELEM_U8, \
+     QG_NUMERICS_EXACT, QG_NUMERICS_EXACT, {.kq_quantize = qg_kq_quantize_ref}}
+#define QG_KQ_ROWS(fmt, dot)                                                                             \
+    QG_KQ_DEQUANT_ROW(fmt, QG_BACKEND_REF, ref, 1), QG_KQ_DEQUANT_ROW(fmt, QG_BACKEND_AVX2, avx2, QG_KQ_AVX2), \
+    QG_KQ_DEQUANT_ROW(fmt, QG_BACKEND_NEON, neon, QG_KQ_NEON), QG_KQ_DEQUANT_ROW(fmt, QG_BACKEND_CUDA, cuda, QG_HAVE_CUDA), \
+    QG_KQ_QUANTIZE_ROW(fmt),                                                                             \
+    QG_KQ_GEMV_ROW(fmt, QG_BACKEND_REF, ref, 1), QG_KQ_GEMV_ROW(fmt, QG_BACKEND_AVX2, avx2, QG_KQ_AVX2),    \
+    QG_KQ_GEMV_ROW(fmt, QG_BACKEND_NEON, neon, QG_KQ_NEON), QG_KQ_GEMV_ROW(fmt, QG_BACKEND_CUDA, cuda, QG_HAVE_CUDA) dot
+#define QG_KQ_DOTS(fmt)                                                                                  \
+    , QG_KQ_DOT_ROW(fmt, QG_BACKEND_REF, ref, 1), QG_KQ_DOT_ROW(fmt, QG_BACKEND_AVX2, avx2, QG_KQ_AVX2),   \
+    QG_KQ_DOT_ROW(fmt, QG_BACKEND_NEON, neon, QG_KQ_NEON)
+
 /* `built` goes through one more macro level so QG_BUILT_* expand to 0/1 before pasting. */
 static const qg_kernel k_rows[] = {
     QG_FP16_ROWS(QG_BACKEND_REF, ref, 1),
     QG_FP16_ROWS(QG_BACKEND_AVX2, avx2, QG_BUILT_AVX2),
     QG_FP16_ROWS(QG_BACKEND_NEON, neon, QG_BUILT_NEON),
     QG_FP16_ROWS(QG_BACKEND_CUDA, cuda, QG_HAVE_CUDA),
+    QG_KQ_ROWS(q4_k, QG_KQ_DOTS(q4_k)),
+    QG_KQ_ROWS(q5_k, QG_KQ_DOTS(q5_k)),
+    QG_KQ_ROWS(q6_k, QG_KQ_DOTS(q6_k)),
+    QG_KQ_ROWS(q8_k, ),
 };
 
 size_t qg_registry_count(void) { return sizeof k_rows / sizeof k_rows[0]; }
@@ -164,11 +200,23 @@ int qg_backend_available(qg_backend b, char *why, size_t why_len)
     }
 }
 
+int qg_kernel_built(const qg_kernel *k)
+{
+    switch (k->kind) {
+    case QG_KIND_CONVERT: return k->fn.convert != NULL;
+    case QG_KIND_KQ_DEQUANT: return k->fn.kq_dequant.f32 != NULL && k->fn.kq_dequant.f16 != NULL;
+    case QG_KIND_KQ_QUANTIZE: return k->fn.kq_quantize != NULL;
+    case QG_KIND_KQ_DOT: return k->fn.kq_dot != NULL;
+    case QG_KIND_KQ_GEMV: return k->fn.kq_gemv != NULL;
+    }
+    return 0;
+}
+
 int qg_kernel_available(const qg_kernel *k, char *why, size_t why_len)
 {
     if (k == NULL) return say(why, why_len, "no such kernel");
     if (!qg_backend_available(k->backend, why, why_len)) return 0;
-    if (k->fn.convert == NULL) return say(why, why_len, "no kernel compiled for this path");
+    if (!qg_kernel_built(k)) return say(why, why_len, "no kernel for this path on this backend yet");
     return 1;
 }
 
@@ -179,7 +227,7 @@ const qg_kernel *qg_select_cpu(const char *format, const char *path, int *fell_b
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         const qg_kernel *k = qg_registry_find(format, path, order[i]);
         if (k == NULL) continue;
-        if (k->fn.convert != NULL) had_simd_row = 1;
+        if (qg_kernel_built(k)) had_simd_row = 1;
         if (qg_kernel_available(k, NULL, 0)) {
             if (fell_back) *fell_back = 0;
             return k;

@@ -22,8 +22,13 @@ typedef struct {
 /* 0 when equal (NaN rule applied per element type), else QG_ERR_mismatch with the report filled. */
 int qg_compare_exact(qg_elem type, const void *expected, const void *got, size_t n, qg_exact_report *r);
 
-/* Same-sign-NaN-aware equality of one element. */
-int qg_elem_equal(qg_elem type, const void *a, const void *b, size_t i);
+/* As qg_compare_exact, but any NaN matches any NaN. For outputs whose NaNs are *made* by arithmetic
+ * (inf*0, inf-inf in a dequantization): IEEE leaves the sign of such a NaN to the machine (x86 gives
+ * -NaN, AArch64 and CUDA +NaN), so only NaN-ness is part of the contract. */
+int qg_compare_exact_nan_any(qg_elem type, const void *expected, const void *got, size_t n, qg_exact_report *r);
+
+/* Same-sign-NaN-aware equality of one element (any-sign when nan_any). */
+int qg_elem_equal(qg_elem type, const void *a, const void *b, size_t i, int nan_any);
 /* "0x3c00 (1)" style rendering of element i. */
 void qg_elem_format(qg_elem type, const void *p, size_t i, char *buf, size_t len);
 

@@ -59,7 +59,9 @@ static void test_exact(void)
     QG_CHECK(qg_compare_exact(QG_ELEM_F16, a, b, 32, &r) == QG_ERR_ok, "same-sign NaNs match");
     b[3] = 0xFE00; /* negative NaN */
     QG_CHECK(qg_compare_exact(QG_ELEM_F16, a, b, 32, &r) == QG_ERR_mismatch && r.index == 3, "NaN sign matters");
+    QG_CHECK(qg_compare_exact_nan_any(QG_ELEM_F16, a, b, 32, &r) == QG_ERR_ok, "nan_any: NaN sign ignored");
     b[3] = 0x7C00; /* inf is not NaN */
+    QG_CHECK(qg_compare_exact_nan_any(QG_ELEM_F16, a, b, 32, &r) == QG_ERR_mismatch, "nan_any: inf is still not NaN");
     QG_CHECK(qg_compare_exact(QG_ELEM_F16, a, b, 32, &r) == QG_ERR_mismatch, "NaN vs inf");
     a[3] = 0x0000; b[3] = 0x8000;
     QG_CHECK(qg_compare_exact(QG_ELEM_F16, a, b, 32, &r) == QG_ERR_mismatch, "+0 vs -0");
@@ -71,8 +73,8 @@ static void test_exact(void)
 /* ---- tier 2: a naive float32 dot product must sit inside the bound its numerics declare ---- */
 static void test_bound(void)
 {
-    const qg_numerics f32 = {QG_TIER_BOUNDED, 0x1p-24, 0, 0x1p-24, 0x1p-149, 0};
-    const qg_numerics f16out = {QG_TIER_BOUNDED, 0x1p-24, 0, 0x1p-11, 0x1p-24, 0};
+    const qg_numerics f32 = QG_NUMERICS_F32ACC_F32OUT;
+    const qg_numerics f16out = QG_NUMERICS_F32ACC_F16OUT;
     const long Ks[] = {1, 7, 256, 4096};
     qg_rng r;
     qg_rng_init(&r, 7);
@@ -125,6 +127,31 @@ static void test_bound(void)
         ystar[9] = keep;
         y32[9] = INFINITY;
         QG_CHECK(qg_compare_bounded(&f32, K, ystar, sabs, NULL, y32, N, &rep) == QG_ERR_bound_exceeded, "inf where y* finite");
+    }
+    /* fp16 overflow: inf is right for y* beyond 65520, wrong well below it, and its sign must match. */
+    {
+        double ys[3] = {70000.0, 1000.0, -70000.0}, sa[3] = {70000.0, 1000.0, 70000.0};
+        float yh[3] = {INFINITY, INFINITY, INFINITY};
+        qg_bound_report rep;
+        QG_CHECK(qg_compare_bounded(&f16out, 4, ys, sa, NULL, yh, 1, &rep) == QG_ERR_ok, "fp16 overflow to inf accepted");
+        QG_CHECK(qg_compare_bounded(&f16out, 4, ys + 1, sa + 1, NULL, yh + 1, 1, &rep) == QG_ERR_bound_exceeded, "inf for 1000");
+        QG_CHECK(qg_compare_bounded(&f16out, 4, ys + 2, sa + 2, NULL, yh + 2, 1, &rep) == QG_ERR_bound_exceeded, "inf sign");
+        QG_CHECK(qg_compare_bounded(&f32, 4, ys, sa, NULL, yh, 1, &rep) == QG_ERR_bound_exceeded, "float32 output cannot overflow at 7e4");
+    }
+    /* Gradual underflow: 256 products of subnormal size, each rounded to a multiple of 2^-149. */
+    {
+        double exact = 0, sabs = 0;
+        float acc = 0.0f;
+        qg_rng_init(&r, 11);
+        for (int k = 0; k < 256; k++) {
+            float w = qg_rng_uniform(&r, 0x1p-80f, 0x1p-79f), xk = qg_rng_uniform(&r, 0x1p-70f, 0x1p-69f);
+            acc = acc + w * xk;
+            exact += (double)w * (double)xk;
+            sabs += (double)w * (double)xk;
+        }
+        qg_bound_report rep;
+        QG_CHECK(acc != (float)exact, "subnormal products were rounded");
+        QG_CHECK(qg_compare_bounded(&f32, 256, &exact, &sabs, NULL, &acc, 1, &rep) == QG_ERR_ok, "underflow term: %s", rep.text);
     }
     QG_CHECK(isinf(qg_gamma(1 << 24, 0x1p-24)), "gamma is infinite when d u >= 1");
     QG_CHECK(qg_gamma(2, 0x1p-24) > 2 * 0x1p-24, "gamma_d(u) > d u");

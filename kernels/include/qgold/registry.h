@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qgold/kquants.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -54,16 +56,32 @@ typedef struct {
     double u_out;        /* output rounding: 2^-24 float32 output, 2^-11 fp16 output */
     double eta;          /* absolute underflow floor: 2^-149 float32 output, 2^-24 fp16 output */
     int nondeterministic; /* 1 only for kernels using float atomics; then judged by the bound only */
+    double out_overflow;  /* magnitude from which the output format rounds to inf (65520 for fp16);
+                           * 0: an infinite output for a finite y* is always wrong */
 } qg_numerics;
 
-#define QG_NUMERICS_EXACT {QG_TIER_EXACT, 0.0, 0, 0.0, 0.0, 0}
+#define QG_NUMERICS_EXACT {QG_TIER_EXACT, 0.0, 0, 0.0, 0.0, 0, 0.0}
+/* float32 accumulation over the whole reduction (d = K), float32 / fp16 outputs. float32 rounds to
+ * inf from the midpoint between FLT_MAX and 2^128. */
+#define QG_NUMERICS_F32ACC_F32OUT {QG_TIER_BOUNDED, 0x1p-24, 0, 0x1p-24, 0x1p-149, 0, 0x1.ffffffp127}
+#define QG_NUMERICS_F32ACC_F16OUT {QG_TIER_BOUNDED, 0x1p-24, 0, 0x1p-11, 0x1p-24, 0, 65520.0}
 
 /* Kernel kinds: each kind has one C signature and one audit runner. */
 typedef enum {
     QG_KIND_CONVERT = 1, /* y[i] = f(x[i]), n elements */
+    QG_KIND_KQ_DEQUANT,  /* K-quant blocks -> float32 and fp16 (exact) */
+    QG_KIND_KQ_QUANTIZE, /* float32 -> K-quant blocks (exact, reference algorithm) */
+    QG_KIND_KQ_DOT,      /* weight row . Q8_K row: exact integers S, M; bounded float result */
+    QG_KIND_KQ_GEMV,     /* fused dequant + GEMV, fp16 activations, batch 1..16 (bounded) */
 } qg_kind;
 
 typedef int (*qg_convert_fn)(const void *x, void *y, size_t n);
+typedef int (*qg_kq_dequant_f32_fn)(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y);
+typedef int (*qg_kq_dequant_f16_fn)(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y);
+typedef int (*qg_kq_quantize_fn)(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *blocks, size_t nbytes);
+typedef int (*qg_kq_dot_fn)(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result);
+typedef int (*qg_kq_gemv_fn)(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x,
+                             size_t batch, float *y_f32, uint16_t *y_f16);
 
 typedef struct qg_kernel {
     const char *format;  /* "fp16" */
@@ -72,11 +90,22 @@ typedef struct qg_kernel {
     const char *name;    /* the C symbol: qg_<format>_<op>_<backend> */
     qg_kind kind;
     qg_elem in_elem, out_elem;
-    qg_numerics numerics;
+    qg_numerics numerics;     /* float32 output (or the only output) */
+    qg_numerics numerics_f16; /* fp16 output, where the kernel has one */
     union {
         qg_convert_fn convert;
+        struct {
+            qg_kq_dequant_f32_fn f32;
+            qg_kq_dequant_f16_fn f16;
+        } kq_dequant;
+        qg_kq_quantize_fn kq_quantize;
+        qg_kq_dot_fn kq_dot;
+        qg_kq_gemv_fn kq_gemv;
     } fn;
 } qg_kernel;
+
+/* Whether the row's function (for its kind) is compiled into this build. */
+int qg_kernel_built(const qg_kernel *k);
 
 size_t qg_registry_count(void);
 const qg_kernel *qg_registry_at(size_t i);

@@ -1,0 +1,498 @@
+/* GGUF K-quants on the GPU: bit-exact dequantization and a fused dequant + GEMV with fp16 activations.
+ *
+ * Exactness. Every weight is decoded in registers exactly as the reference does: a = D*sc and b = Dm*m
+ * (exact float32 products of an fp16 and a 6/8-bit integer), then w = a*q - b. a*q is exact too, so
+ * fmaf(a, q, -b) rounds once, like the reference's subtraction: the same bits with or without FMA. Q8_K's
+ * d*q is one rounding. The file is built with --fmad=false; where a fused multiply-add is wanted it is
+ * written as __fmaf_rn.
+ *
+ * GEMV. Y[b][m] = sum_k W[m][k] X[b][k]: float32 products accumulated with fmaf. A warp owns R rows;
+ * its lanes form 4 groups of 8, a group takes one super-block per step (4 consecutive super-blocks per
+ * warp step: one contiguous, coalesced stretch of weights), and each lane decodes 32 weights of it.
+ * Partial sums are combined by a fixed butterfly (xor 16, 8, 4, 2, 1). Every column of X goes through
+ * exactly the same sequence of operations whatever the batch size: results are deterministic and
+ * batch-invariant (no atomics). Numerics declared in the registry: float32 accumulation, d = K (each
+ * lane's chain is shorter), outputs rounded once.
+ */
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "qgold/kernels_kquants.h"
+#include "qgold/kquants.h"
+
+namespace {
+
+constexpr int QK = 256;
+
+__device__ __forceinline__ float f16f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+__device__ __forceinline__ uint16_t f32_to_f16_bits(float v)
+{
+    uint32_t b = __float_as_uint(v);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((b >> 16) & 0x8000u) | 0x7E00u | ((b >> 13) & 0x3FFu));
+    return __half_as_ushort(__float2half_rn(v));
+}
+
+/* 6-bit scale and min of sub-block j from the 12 packed bytes (kquants spec). */
+__device__ __forceinline__ void scale_min(const uint8_t *q, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+__device__ __forceinline__ uint16_t ld_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+__device__ __forceinline__ float ld_f32(const uint8_t *p)
+{
+    uint32_t v = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+    return __uint_as_float(v);
+}
+
+/* ---- dequantization: one block of 256 threads per super-block, thread t decodes element t ---- */
+
+template <int T>
+__device__ __forceinline__ float dequant_one(const uint8_t *blk, int e)
+{
+    if (T == QG_Q4_K || T == QG_Q5_K) {
+        const float D = f16f(ld_u16(blk)), Dm = f16f(ld_u16(blk + 2));
+        const uint8_t *scales = blk + 4;
+        const uint8_t *qs = blk + (T == QG_Q4_K ? 16 : 48);
+        const int c = e / 64, l = e % 64, sub = e / 32;
+        int q = l < 32 ? (qs[32 * c + l] & 15) : (qs[32 * c + l - 32] >> 4);
+        if (T == QG_Q5_K) q |= ((blk[16 + e % 32] >> sub) & 1) << 4;
+        int sc, m;
+        scale_min(scales, sub, &sc, &m);
+        const float a = D * (float)sc, b = Dm * (float)m;
+        return a * (float)q - b;
+    } else if (T == QG_Q6_K) {
+        const uint8_t *ql = blk, *qh = blk + 128;
+        const int8_t *scales = (const int8_t *)(blk + 192);
+        const float D = f16f(ld_u16(blk + 208));
+        const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+        const uint8_t lowb = ql[64 * h + (quarter & 1) * 32 + l];
+        const int lo = quarter < 2 ? (lowb & 15) : (lowb >> 4);
+        const int hi = (qh[32 * h + l] >> (2 * quarter)) & 3;
+        const int q = (lo | (hi << 4)) - 32;
+        const float a = D * (float)scales[e / 16];
+        return a * (float)q;
+    } else {
+        const float d = ld_f32(blk);
+        return d * (float)(int8_t)blk[4 + e];
+    }
+}
+
+template <int T>
+__global__ void k_dequant(const uint8_t *w, size_t nblocks, size_t bbytes, float *y32, uint16_t *y16)
+{
+    for (size_t blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
+        const float v = dequant_one<T>(w + blk * bbytes, threadIdx.x);
+        const size_t i = blk * QK + threadIdx.x;
+        if (y32) y32[i] = v;
+        if (y16) y16[i] = f32_to_f16_bits(v);
+    }
+}
+
+/* ---- GEMV ---- */
+
+/* Exact small integers to float without the slow integer-to-float path: the byte permute builds the
+ * float 2^23 + q (q in the low mantissa byte) and one subtraction of 2^23 (+ an offset) is exact. The
+ * selector takes byte k of `v` and the bytes 0x00, 0x00, 0x4B above it. */
+template <int K>
+__device__ __forceinline__ float byte_as_float(uint32_t v, float bias)
+{
+    return __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440u | K)) - bias;
+}
+
+/* An integer 0..255 as float without the slow integer-conversion unit (exact). */
+__device__ __forceinline__ float small_as_float(int v) { return __uint_as_float(0x4B000000u | (uint32_t)v) - 8388608.0f; }
+
+/* Byte i (0..11) of the packed scales, which are bytes 4..15 of the block header held in registers:
+ * selects between words instead of indexing memory, so nothing goes to the local stack. */
+__device__ __forceinline__ int hdr_scale_byte(const uint4 &h, int i)
+{
+    const int k = i + 4;
+    const uint32_t word = k < 8 ? h.y : (k < 12 ? h.z : h.w);
+    return (int)((word >> (8 * (k & 3))) & 0xFFu);
+}
+
+/* scale_min() on the header registers (same bit formulas). */
+__device__ __forceinline__ void scale_min_reg(const uint4 &h, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = hdr_scale_byte(h, j) & 63;
+        *m = hdr_scale_byte(h, j + 4) & 63;
+    } else {
+        *sc = (hdr_scale_byte(h, j + 4) & 15) | ((hdr_scale_byte(h, j - 4) >> 6) << 4);
+        *m = (hdr_scale_byte(h, j + 4) >> 4) | ((hdr_scale_byte(h, j) >> 6) << 4);
+    }
+}
+
+/* One lane's share of one super-block of one row, as loaded from memory, and its 32 weights decoded in
+ * four runs of 8 consecutive k. run_offset() gives where each run starts inside the super-block. */
+template <int T>
+struct lane_blk;
+
+/* Q4_K / Q5_K: lane j reads qs bytes [16j, 16j+16) = chunk c = j/2, half h = j%2. Runs: low nibbles of
+ * bytes 0-7 and 8-15 (k = 64c + 16h + 0..15, sub-block 2c), then the high nibbles (k = 64c + 32 + 16h +
+ * 0..15, sub-block 2c+1). Q5_K's fifth bit of element e is bit e/32 of qh[e%32]: bytes 16h..16h+15. */
+template <int T>
+struct lane_blk45 {
+    uint4 qs, qh;
+    float a0, b0, a1, b1;
+    __device__ __forceinline__ void load(const uint8_t *blk, int j)
+    {
+        const uint4 hdr = __ldg(reinterpret_cast<const uint4 *>(blk));
+        qs = __ldcs(reinterpret_cast<const uint4 *>(blk + (T == QG_Q4_K ? 16 : 48) + 16 * j));
+        if (T == QG_Q5_K) qh = __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 16 * (j & 1)));
+        const float D = __half2float(__ushort_as_half((uint16_t)(hdr.x & 0xFFFFu)));
+        const float Dm = __half2float(__ushort_as_half((uint16_t)(hdr.x >> 16)));
+        /* Lane j of the group decodes sub-block j's scale and min; the lanes that need sub-blocks 2c
+         * and 2c+1 fetch them with shuffles inside the group of 8 (all 8 lanes hold the same block). */
+        int sc, m;
+        scale_min_reg(hdr, j, &sc, &m);
+        const float a = D * small_as_float(sc), b = Dm * small_as_float(m); /* exact products (kquants spec) */
+        /* Only this group's 8 lanes take part: groups of a warp may be at different super-blocks, and
+         * near the end of a row some groups have no super-block left. */
+        const unsigned group_mask = 0xFFu << ((threadIdx.x & 31) & ~7);
+        const int c = j >> 1;
+        a0 = __shfl_sync(group_mask, a, 2 * c, 8);
+        b0 = __shfl_sync(group_mask, b, 2 * c, 8);
+        a1 = __shfl_sync(group_mask, a, 2 * c + 1, 8);
+        b1 = __shfl_sync(group_mask, b, 2 * c + 1, 8);
+    }
+    __device__ __forceinline__ void decode(int run, int j, float *w) const
+    {
+        const int hi = run >= 2, c = j >> 1;
+        const uint32_t v0 = (run & 1) ? qs.z : qs.x, v1 = (run & 1) ? qs.w : qs.y;
+        uint32_t n0 = hi ? (v0 >> 4) & 0x0F0F0F0Fu : v0 & 0x0F0F0F0Fu;
+        uint32_t n1 = hi ? (v1 >> 4) & 0x0F0F0F0Fu : v1 & 0x0F0F0F0Fu;
+        if (T == QG_Q5_K) {
+            const uint32_t h0 = (run & 1) ? qh.z : qh.x, h1 = (run & 1) ? qh.w : qh.y;
+            const int sh = 2 * c + hi;
+            n0 |= ((h0 >> sh) & 0x01010101u) << 4;
+            n1 |= ((h1 >> sh) & 0x01010101u) << 4;
+        }
+        const float a = hi ? a1 : a0, nb = hi ? -b1 : -b0;
+        /* w = a*q - b: a*q is exact, so the fused form rounds once, like the reference. */
+        w[0] = __fmaf_rn(a, byte_as_float<0>(n0, 8388608.0f), nb);
+        w[1] = __fmaf_rn(a, byte_as_float<1>(n0, 8388608.0f), nb);
+        w[2] = __fmaf_rn(a, byte_as_float<2>(n0, 8388608.0f), nb);
+        w[3] = __fmaf_rn(a, byte_as_float<3>(n0, 8388608.0f), nb);
+        w[4] = __fmaf_rn(a, byte_as_float<0>(n1, 8388608.0f), nb);
+        w[5] = __fmaf_rn(a, byte_as_float<1>(n1, 8388608.0f), nb);
+        w[6] = __fmaf_rn(a, byte_as_float<2>(n1, 8388608.0f), nb);
+        w[7] = __fmaf_rn(a, byte_as_float<3>(n1, 8388608.0f), nb);
+    }
+    static __device__ __forceinline__ int run_offset(int run, int j) { return 64 * (j >> 1) + 16 * (j & 1) + 8 * (run & 1) + 32 * (run >> 1); }
+};
+
+template <>
+struct lane_blk<QG_Q4_K> : lane_blk45<QG_Q4_K> {};
+template <>
+struct lane_blk<QG_Q5_K> : lane_blk45<QG_Q5_K> {};
+
+/* Q6_K: rows are only 2-byte aligned, so 16-bit loads. Lane j: half hh = j/4, l in [l0, l0+8) with
+ * l0 = 8(j%4), of each quarter; run = quarter: k = 128hh + 32 quarter + l0 + 0..7. Low nibbles from
+ * ql[64hh + l] (quarters 0, 2: low / high nibble) and ql[64hh + 32 + l] (quarters 1, 3), two high bits
+ * from qh[32hh + l] (bits 2 quarter, 2 quarter + 1). One int8 scale per run. */
+template <>
+struct lane_blk<QG_Q6_K> {
+    uint32_t L0[2], L1[2], H[2];
+    float a[4];
+    static __device__ __forceinline__ uint32_t ld2x16(const uint8_t *p)
+    {
+        const uint16_t *q = reinterpret_cast<const uint16_t *>(p);
+        return (uint32_t)__ldcs(q) | ((uint32_t)__ldcs(q + 1) << 16);
+    }
+    __device__ __forceinline__ void load(const uint8_t *blk, int j)
+    {
+        const int hh = j >> 2, l0 = 8 * (j & 3);
+        const uint8_t *ql = blk + 64 * hh + l0, *qh = blk + 128 + 32 * hh + l0;
+        L0[0] = ld2x16(ql);
+        L0[1] = ld2x16(ql + 4);
+        L1[0] = ld2x16(ql + 32);
+        L1[1] = ld2x16(ql + 36);
+        H[0] = ld2x16(qh);
+        H[1] = ld2x16(qh + 4);
+        const float D = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const uint16_t *>(blk + 208))));
+        const int8_t *scales = reinterpret_cast<const int8_t *>(blk + 192);
+#pragma unroll
+        for (int q = 0; q < 4; q++) a[q] = D * (small_as_float((int)((uint8_t)__ldg(scales + 8 * hh + 2 * q + (l0 >> 4)) ^ 0x80u)) - 128.0f); /* exact */
+    }
+    __device__ __forceinline__ void decode(int run, int, float *w) const
+    {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const uint32_t L = (run & 1) ? L1[half] : L0[half];
+            const uint32_t lo = run >= 2 ? (L >> 4) & 0x0F0F0F0Fu : L & 0x0F0F0F0Fu;
+            const uint32_t v = lo | (((H[half] >> (2 * run)) & 0x03030303u) << 4);
+            /* q = v - 32 exactly; a*q is exact (kquants spec), so this product does not round. */
+            w[4 * half + 0] = a[run] * byte_as_float<0>(v, 8388640.0f);
+            w[4 * half + 1] = a[run] * byte_as_float<1>(v, 8388640.0f);
+            w[4 * half + 2] = a[run] * byte_as_float<2>(v, 8388640.0f);
+            w[4 * half + 3] = a[run] * byte_as_float<3>(v, 8388640.0f);
+        }
+    }
+    static __device__ __forceinline__ int run_offset(int run, int j) { return 128 * (j >> 2) + 32 * run + 8 * (j & 3); }
+};
+
+/* Q8_K: 4-byte aligned; lane j takes qs[32j, 32j+32), run r is k = 32j + 8r + 0..7. int8 is biased
+ * to 0..255 (x ^ 0x80) so the byte permute applies; d*q is one rounding, as in the reference. */
+template <>
+struct lane_blk<QG_Q8_K> {
+    uint32_t q[8];
+    float d;
+    __device__ __forceinline__ void load(const uint8_t *blk, int j)
+    {
+        d = __ldg(reinterpret_cast<const float *>(blk));
+        const uint32_t *p = reinterpret_cast<const uint32_t *>(blk + 4 + 32 * j);
+#pragma unroll
+        for (int i = 0; i < 8; i++) q[i] = __ldcs(p + i) ^ 0x80808080u;
+    }
+    __device__ __forceinline__ void decode(int run, int, float *w) const
+    {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const uint32_t v = q[2 * run + half];
+            w[4 * half + 0] = d * byte_as_float<0>(v, 8388736.0f);
+            w[4 * half + 1] = d * byte_as_float<1>(v, 8388736.0f);
+            w[4 * half + 2] = d * byte_as_float<2>(v, 8388736.0f);
+            w[4 * half + 3] = d * byte_as_float<3>(v, 8388736.0f);
+        }
+    }
+    static __device__ __forceinline__ int run_offset(int run, int j) { return 32 * j + 8 * run; }
+};
+
+/* fp16 -> float of 8 packed halves. */
+__device__ __forceinline__ void halves8(const uint4 v, float *f)
+{
+    const __half2 *h = reinterpret_cast<const __half2 *>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 p = __half22float2(h[i]);
+        f[2 * i] = p.x;
+        f[2 * i + 1] = p.y;
+    }
+}
+
+/* A warp owns R consecutive rows; its lanes form 4 groups of 8 and a group takes one super-block per
+ * step (4 consecutive super-blocks per warp step). Each activation run is loaded and converted once and
+ * used for all R rows. For every (row, column) the chain of fused multiply-adds runs over the lane's
+ * super-blocks in order, runs 0..3, elements 0..7, then the butterfly: the same sequence whatever R and
+ * B are, hence deterministic and batch-invariant. The next super-block's weights are loaded before the
+ * current one is used, so two steps of loads are in flight. */
+/* Small batches: at most 64 registers so 8 blocks (32 warps) fit an SM and keep loads in flight;
+ * large batches need the registers for their accumulators. */
+template <int B>
+struct gemv_min_blocks {
+    static constexpr int value = B <= 2 ? 8 : 4;
+};
+
+template <int T, int B, int R>
+__global__ void __launch_bounds__(128, gemv_min_blocks<B>::value) k_gemv(const uint8_t *w, size_t rows, size_t nb, size_t bbytes, const __half *x, size_t ldx,
+                                              float *y32, uint16_t *y16)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t row0 = ((size_t)blockIdx.x * (blockDim.x >> 5) + warp) * R;
+    if (row0 >= rows) return; /* whole warp leaves together: no partial-warp shuffles */
+    const int group = lane >> 3, j = lane & 7;
+    const size_t row_bytes = nb * bbytes;
+    const uint8_t *wr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) wr[r] = w + (row0 + r < rows ? row0 + r : rows - 1) * row_bytes; /* tail rows: computed, not stored */
+    float acc[R][B];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < B; b++) acc[r][b] = 0.0f;
+    lane_blk<T> cur[R], nxt[R];
+    size_t sb = group;
+    if (sb < nb)
+#pragma unroll
+        for (int r = 0; r < R; r++) cur[r].load(wr[r] + sb * bbytes, j);
+    for (; sb < nb; sb += 4) {
+        if (sb + 4 < nb)
+#pragma unroll
+            for (int r = 0; r < R; r++) nxt[r].load(wr[r] + (sb + 4) * bbytes, j);
+#pragma unroll
+        for (int run = 0; run < 4; run++) {
+            float wv[R][8];
+#pragma unroll
+            for (int r = 0; r < R; r++) cur[r].decode(run, j, wv[r]);
+            const __half *xr = x + (unsigned)(sb * QK) + (unsigned)lane_blk<T>::run_offset(run, j);
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                float xf[8];
+                halves8(__ldg(reinterpret_cast<const uint4 *>(xr + (unsigned)b * (unsigned)ldx)), xf);
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int i = 0; i < 8; i++) acc[r][b] = __fmaf_rn(wv[r][i], xf[i], acc[r][b]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) cur[r] = nxt[r];
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < B; b++) {
+            float v = acc[r][b];
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+            if (lane == 0 && row0 + r < rows) {
+                if (y32) y32[(size_t)b * rows + row0 + r] = v;
+                if (y16) y16[(size_t)b * rows + row0 + r] = f32_to_f16_bits(v);
+            }
+        }
+}
+
+/* Rows per warp: more rows reuse each activation load more, fewer keep more warps in flight on small
+ * matrices and fewer registers for large batches. Results do not depend on it. */
+template <int T, int B>
+int launch_gemv_b(const uint8_t *w, size_t rows, size_t cols, const __half *x, float *y32, uint16_t *y16, cudaStream_t s, int R)
+{
+    const size_t nb = cols / QK, bbytes = qg_kq_block_bytes((qg_ktype)T);
+    const unsigned threads = 128, warps = threads / 32;
+    const unsigned grid = (unsigned)((rows + (size_t)warps * R - 1) / ((size_t)warps * R));
+    if (R == 1) k_gemv<T, B, 1><<<grid, threads, 0, s>>>(w, rows, nb, bbytes, x, cols, y32, y16);
+    else if (R == 2) k_gemv<T, B, 2><<<grid, threads, 0, s>>>(w, rows, nb, bbytes, x, cols, y32, y16);
+    else k_gemv<T, B, 4><<<grid, threads, 0, s>>>(w, rows, nb, bbytes, x, cols, y32, y16);
+    return QG_ERR_ok;
+}
+
+int rows_per_warp(size_t rows, size_t batch)
+{
+    const char *env = getenv("QG_CUDA_KQ_ROWS"); /* tuning knob; results are identical for every value */
+    if (env != nullptr && (env[0] == '1' || env[0] == '2' || env[0] == '4') && env[1] == '\0') return env[0] - '0';
+    /* Measured on an H100 (qgold bench): one row per warp keeps small matrices busy at batch 1; larger
+     * batches are bound by the multiply-adds and reuse each activation load across more rows. */
+    if (batch == 1) return rows >= 8192 ? 2 : 1;
+    return batch <= 4 ? 2 : 4;
+}
+
+template <int T>
+int launch_gemv_t(const uint8_t *w, size_t rows, size_t cols, const uint16_t *x, size_t batch, float *y32, uint16_t *y16,
+                  cudaStream_t s)
+{
+    const __half *xh = reinterpret_cast<const __half *>(x);
+    const int R = rows_per_warp(rows, batch);
+    switch (batch) {
+#define QG_CASE(BB) \
+    case BB: launch_gemv_b<T, BB>(w, rows, cols, xh, y32, y16, s, R); break;
+        QG_CASE(1) QG_CASE(2) QG_CASE(3) QG_CASE(4) QG_CASE(5) QG_CASE(6) QG_CASE(7) QG_CASE(8)
+        QG_CASE(9) QG_CASE(10) QG_CASE(11) QG_CASE(12) QG_CASE(13) QG_CASE(14) QG_CASE(15) QG_CASE(16)
+#undef QG_CASE
+    default: return QG_ERR_kq_batch_out_of_range;
+    }
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_gemv launch", e);
+}
+
+int launch_gemv(qg_ktype t, const uint8_t *w, size_t rows, size_t cols, const uint16_t *x, size_t batch, float *y32, uint16_t *y16,
+                cudaStream_t s)
+{
+    switch (t) {
+    case QG_Q4_K: return launch_gemv_t<QG_Q4_K>(w, rows, cols, x, batch, y32, y16, s);
+    case QG_Q5_K: return launch_gemv_t<QG_Q5_K>(w, rows, cols, x, batch, y32, y16, s);
+    case QG_Q6_K: return launch_gemv_t<QG_Q6_K>(w, rows, cols, x, batch, y32, y16, s);
+    case QG_Q8_K: return launch_gemv_t<QG_Q8_K>(w, rows, cols, x, batch, y32, y16, s);
+    }
+    return QG_ERR_kq_type_unknown;
+}
+
+int launch_dequant(qg_ktype t, const uint8_t *w, size_t nblocks, float *y32, uint16_t *y16, cudaStream_t s)
+{
+    const size_t bb = qg_kq_block_bytes(t);
+    const unsigned grid = (unsigned)(nblocks < 65535u * 8u ? nblocks : 65535u * 8u);
+    if (nblocks == 0) return QG_ERR_ok;
+    switch (t) {
+    case QG_Q4_K: k_dequant<QG_Q4_K><<<grid, QK, 0, s>>>(w, nblocks, bb, y32, y16); break;
+    case QG_Q5_K: k_dequant<QG_Q5_K><<<grid, QK, 0, s>>>(w, nblocks, bb, y32, y16); break;
+    case QG_Q6_K: k_dequant<QG_Q6_K><<<grid, QK, 0, s>>>(w, nblocks, bb, y32, y16); break;
+    case QG_Q8_K: k_dequant<QG_Q8_K><<<grid, QK, 0, s>>>(w, nblocks, bb, y32, y16); break;
+    default: return QG_ERR_kq_type_unknown;
+    }
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_dequant launch", e);
+}
+
+/* Host wrapper for dequantization: validate, copy in, run on guarded outputs, copy out. */
+int dequant_host(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y32, uint16_t *y16)
+{
+    int rc = qg_kq_check_shape(t, rows, cols, nbytes);
+    if (rc != QG_ERR_ok) return rc;
+    if (blocks == nullptr || (y32 == nullptr && y16 == nullptr)) return QG_ERR_argument_invalid;
+    uint8_t *dw = nullptr;
+    qg_guarded_dev g = {};
+    const size_t n = rows * cols, osz = y32 ? 4 : 2;
+    void *host_out = y32 ? (void *)y32 : (void *)y16;
+    QG_CUDA_TRY(cudaMalloc((void **)&dw, nbytes));
+    QG_CUDA_TRY(cudaMemcpy(dw, blocks, nbytes, cudaMemcpyHostToDevice));
+    rc = qg_guarded_dev_alloc(&g, host_out, n * osz);
+    if (rc != QG_ERR_ok) goto done;
+    rc = launch_dequant(t, dw, nbytes / qg_kq_block_bytes(t), y32 ? (float *)g.payload : nullptr, y32 ? nullptr : (uint16_t *)g.payload, 0);
+    if (rc != QG_ERR_ok) goto done;
+    QG_CUDA_TRY(cudaDeviceSynchronize());
+    rc = qg_guarded_dev_finish(&g, host_out);
+done:
+    if (dw) cudaFree(dw);
+    qg_guarded_dev_free(&g);
+    return rc;
+}
+
+} // namespace
+
+extern "C" int qg_kq_dequant_f32_cuda(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y)
+{
+    return dequant_host(t, blocks, nbytes, rows, cols, y, nullptr);
+}
+
+extern "C" int qg_kq_dequant_f16_cuda(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y)
+{
+    return dequant_host(t, blocks, nbytes, rows, cols, nullptr, y);
+}
+
+extern "C" int qg_kq_gemv_cuda(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
+                               float *y_f32, uint16_t *y_f16)
+{
+    int rc = qg_kq_check_shape(t, rows, cols, nbytes);
+    if (rc != QG_ERR_ok) return rc;
+    if (batch < 1 || batch > QG_KQ_MAX_BATCH) return QG_ERR_kq_batch_out_of_range;
+    if (w == nullptr || x == nullptr || (y_f32 == nullptr && y_f16 == nullptr)) return QG_ERR_argument_invalid;
+    uint8_t *dw = nullptr;
+    uint16_t *dx = nullptr;
+    qg_guarded_dev g32 = {}, g16 = {};
+    const size_t ny = rows * batch;
+    QG_CUDA_TRY(cudaMalloc((void **)&dw, nbytes));
+    QG_CUDA_TRY(cudaMalloc((void **)&dx, cols * batch * sizeof(uint16_t)));
+    QG_CUDA_TRY(cudaMemcpy(dw, w, nbytes, cudaMemcpyHostToDevice));
+    QG_CUDA_TRY(cudaMemcpy(dx, x, cols * batch * sizeof(uint16_t), cudaMemcpyHostToDevice));
+    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, ny * 4)) != QG_ERR_ok) goto done;
+    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, ny * 2)) != QG_ERR_ok) goto done;
+    rc = launch_gemv(t, dw, rows, cols, dx, batch, (float *)g32.payload, (uint16_t *)g16.payload, 0);
+    if (rc != QG_ERR_ok) goto done;
+    QG_CUDA_TRY(cudaDeviceSynchronize());
+    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
+    if (y_f16) rc = qg_guarded_dev_finish(&g16, y_f16);
+done:
+    if (dw) cudaFree(dw);
+    if (dx) cudaFree(dx);
+    qg_guarded_dev_free(&g32);
+    qg_guarded_dev_free(&g16);
+    return rc;
+}
+
+extern "C" int qg_kq_gemv_cuda_async(qg_ktype t, const void *dw, size_t rows, size_t cols, const void *dx, size_t batch, float *dy32,
+                                     uint16_t *dy16, void *stream)
+{
+    return launch_gemv(t, (const uint8_t *)dw, rows, cols, (const uint16_t *)dx, batch, dy32, dy16, (cudaStream_t)stream);
+}

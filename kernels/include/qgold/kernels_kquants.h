@@ -1,0 +1,42 @@
+/* Optimized K-quant kernels. Same contracts and validation as the *_ref functions of qgold/kquants.h:
+ * dequantization is bit-exact; GEMV is bounded (float32 accumulation in a kernel-specific order,
+ * deterministic and batch-invariant); the integer dot outputs S and M are exact. */
+#ifndef QGOLD_KERNELS_KQUANTS_H
+#define QGOLD_KERNELS_KQUANTS_H
+
+#include "qgold/kquants.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* CPU threads for the multi-threaded kernels: QG_THREADS from the environment, else all online CPUs,
+ * unless qg_set_threads() chose a number (0 restores the default). Results never depend on it. */
+void qg_set_threads(int n);
+int qg_threads(void);
+
+int qg_kq_dequant_f32_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y);
+int qg_kq_dequant_f16_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y);
+int qg_kq_dot_q8k_avx2(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result);
+int qg_kq_gemv_avx2(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
+                    float *y_f32, uint16_t *y_f16);
+
+int qg_kq_dequant_f32_neon(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y);
+int qg_kq_dequant_f16_neon(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y);
+int qg_kq_dot_q8k_neon(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result);
+int qg_kq_gemv_neon(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
+                    float *y_f32, uint16_t *y_f16);
+
+/* CUDA, host pointers: copy in, run on canary-guarded device outputs, copy out. */
+int qg_kq_dequant_f32_cuda(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y);
+int qg_kq_dequant_f16_cuda(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y);
+int qg_kq_gemv_cuda(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
+                    float *y_f32, uint16_t *y_f16);
+/* CUDA, device pointers, asynchronous on `stream` (a cudaStream_t), no validation: for benchmarks. */
+int qg_kq_gemv_cuda_async(qg_ktype t, const void *dw, size_t rows, size_t cols, const void *dx, size_t batch, float *dy_f32,
+                          uint16_t *dy_f16, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
