@@ -7,6 +7,7 @@
  */
 #include "audit.h"
 #include "bench.h"
+#include "qgold/kquants.h"
 #include "qgold/registry.h"
 #if QG_HAVE_CUDA
 #include "qgold/cuda.h"
@@ -27,6 +28,8 @@ static const char *k_usage_main =
     "  list     one line per format/path/backend: available on this machine or not, and why\n"
     "  audit    run every registered kernel over every fixture and print a verdict table\n"
     "  bench    measure kernels against bandwidth (and baselines) measured in the same run\n"
+    "  quantize float32 values -> K-quant blocks (reference quantizer), raw little-endian files\n"
+    "  dequant  K-quant blocks -> float32 values on any backend, raw little-endian files\n"
     "\n"
     "qgold <command> --help shows the options of a command.\n";
 
@@ -48,7 +51,8 @@ static const char *k_usage_audit =
     "Exit status: 0 all pass (skips allowed), 1 any failure or unreadable fixture, 2 wrong arguments.\n";
 
 static const char *k_usage_bench =
-    "usage: qgold bench --format F [--backend B] [--reps N] [--threads N] [--quick] [--json FILE]\n"
+    "usage: qgold bench --format F [--backend B] [--reps N] [--threads N] [--shapes RxK,...] [--batches B,...]\n"
+    "                   [--quick] [--json FILE]\n"
     "\n"
     "Times every available kernel of format F. Each figure is the median of N repetitions (default 7) with\n"
     "its min and max; efficiency is relative to a bandwidth measured in the same run (CPU: multi-threaded\n"
@@ -57,8 +61,24 @@ static const char *k_usage_bench =
     "  --backend B    only backend B: ref, avx2, neon, cuda\n"
     "  --reps N       repetitions per figure (7 to 63)\n"
     "  --threads N    CPU threads (default: all online CPUs)\n"
+    "  --shapes L     GEMV shapes out x in instead of the standard ones, e.g. 8192x8192,28672x8192\n"
+    "  --batches L    batches instead of 1,2,4,8,16, e.g. 1,16\n"
     "  --quick        small sizes and 3 repetitions: checks the harness runs, measures nothing\n"
     "  --json FILE    also write the rows and the machine notes as JSON\n";
+
+static const char *k_usage_quantize =
+    "usage: qgold quantize --format F --rows R --cols K --in values.f32 --out blocks.bin\n"
+    "\n"
+    "Quantizes R x K float32 values (raw little-endian, row-major) into GGUF blocks of format F\n"
+    "(q4_k, q5_k, q6_k, q8_k) with the reference quantizer (bit-exact with ggml's quantize_row_*_ref).\n"
+    "K must be a multiple of 256; the input must hold exactly R*K*4 bytes.\n";
+
+static const char *k_usage_dequant =
+    "usage: qgold dequant --format F --rows R --cols K --in blocks.bin --out values.f32 [--backend B]\n"
+    "\n"
+    "Dequantizes R rows of K elements of GGUF blocks of format F (q4_k, q5_k, q6_k, q8_k) to float32\n"
+    "(raw little-endian, row-major). The input must hold exactly R*(K/256)*block-bytes bytes.\n"
+    "  --backend B    ref (default), avx2, neon or cuda: every backend gives the same bits\n";
 
 static int usage_error(const char *usage, const char *fmt, const char *arg)
 {
@@ -218,7 +238,7 @@ static int cmd_audit(int argc, char **argv)
 
 static int cmd_bench(int argc, char **argv)
 {
-    qg_bench_opts o = {NULL, -1, 0, 7, 0, NULL};
+    qg_bench_opts o = {NULL, -1, 0, 7, 0, NULL, NULL, NULL};
     const char *json_path = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -245,6 +265,14 @@ static int cmd_bench(int argc, char **argv)
             if (o.threads < 1 || o.threads > 256) return usage_error(k_usage_bench, "--threads must be 1..256, got '%s'", v);
         } else if (strcmp(a, "--json") == 0) {
             json_path = v;
+        } else if (strcmp(a, "--shapes") == 0) {
+            size_t tmp[16][2];
+            if (qg_bench_parse_shapes(v, tmp, 16) <= 0) return usage_error(k_usage_bench, "--shapes takes RxK[,RxK...], got '%s'", v);
+            o.shapes = v;
+        } else if (strcmp(a, "--batches") == 0) {
+            size_t tmp[16];
+            if (qg_bench_parse_batches(v, tmp, 16) <= 0) return usage_error(k_usage_bench, "--batches takes 1..16[,...], got '%s'", v);
+            o.batches = v;
         } else {
             return usage_error(k_usage_bench, "unexpected argument '%s'", a);
         }
@@ -258,6 +286,143 @@ static int cmd_bench(int argc, char **argv)
     int rc = qg_bench_run(&o);
     if (o.json) fclose(o.json);
     return rc ? 1 : 0;
+}
+
+/* Reads a whole file; NULL (with a message) when it cannot, or when its size is not `want`. */
+static void *read_exact(const char *path, size_t want, const char *what)
+{
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL) {
+        fprintf(stderr, "qgold: cannot open %s\n", path);
+        return NULL;
+    }
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    if (size < 0 || (size_t)size != want) {
+        fprintf(stderr, "qgold: %s has %ld bytes, expected %zu (%s)\n", path, size, want, what);
+        fclose(fp);
+        return NULL;
+    }
+    void *buf = malloc(want ? want : 1);
+    if (buf == NULL || fread(buf, 1, want, fp) != want) {
+        fprintf(stderr, "qgold: cannot read %s\n", path);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(fp);
+    return buf;
+}
+
+static int write_all(const char *path, const void *buf, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    if (fp == NULL || fwrite(buf, 1, n, fp) != n || fclose(fp) != 0) {
+        fprintf(stderr, "qgold: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *format, *in, *out, *backend;
+    long long rows, cols;
+} kq_io_args;
+
+static int parse_kq_io(int argc, char **argv, const char *usage, int allow_backend, kq_io_args *a, int *help)
+{
+    memset(a, 0, sizeof *a);
+    *help = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *k = argv[i];
+        if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0) {
+            printf("%s", usage);
+            *help = 1;
+            return 0;
+        }
+        if (i + 1 >= argc) return usage_error(usage, "option %s needs a value", k);
+        const char *v = argv[++i];
+        char *end = NULL;
+        if (strcmp(k, "--format") == 0) a->format = v;
+        else if (strcmp(k, "--in") == 0) a->in = v;
+        else if (strcmp(k, "--out") == 0) a->out = v;
+        else if (strcmp(k, "--backend") == 0 && allow_backend) a->backend = v;
+        else if (strcmp(k, "--rows") == 0 || strcmp(k, "--cols") == 0) {
+            long long n = strtoll(v, &end, 10);
+            if (end == v || *end != '\0' || n <= 0 || n > (1LL << 40)) return usage_error(usage, "%s must be a positive integer", k);
+            if (k[2] == 'r') a->rows = n;
+            else a->cols = n;
+        } else return usage_error(usage, "unexpected argument '%s'", k);
+    }
+    if (!a->format || !a->in || !a->out || !a->rows || !a->cols)
+        return usage_error(usage, "%s", "--format, --rows, --cols, --in and --out are required");
+    if (qg_kq_from_name(a->format) < 0) return usage_error(usage, "unknown K-quant format '%s' (q4_k, q5_k, q6_k, q8_k)", a->format);
+    return 0;
+}
+
+/* Shape errors get the reference's named error and a sentence about this invocation. */
+static int kq_shape_error(int rc, const kq_io_args *a)
+{
+    fprintf(stderr, "qgold: %s: %s (rows %lld, cols %lld)\n", qg_error_name(rc), qg_error_message(rc), a->rows, a->cols);
+    return 1;
+}
+
+static int cmd_quantize(int argc, char **argv)
+{
+    kq_io_args a;
+    int help, rc = parse_kq_io(argc, argv, k_usage_quantize, 0, &a, &help);
+    if (rc || help) return rc;
+    qg_ktype t = (qg_ktype)qg_kq_from_name(a.format);
+    size_t rows = (size_t)a.rows, cols = (size_t)a.cols;
+    if (cols % QG_QK_K != 0) return kq_shape_error(QG_ERR_kq_cols_not_multiple, &a);
+    size_t nbytes = rows * (cols / QG_QK_K) * qg_kq_block_bytes(t);
+    float *x = read_exact(a.in, rows * cols * 4, "rows * cols float32 values");
+    if (x == NULL) return 1;
+    uint8_t *blocks = malloc(nbytes);
+    rc = blocks ? qg_kq_quantize_ref(t, x, rows, cols, blocks, nbytes) : QG_ERR_alloc_failed;
+    if (rc != QG_ERR_ok) {
+        free(x);
+        free(blocks);
+        return kq_shape_error(rc, &a);
+    }
+    rc = write_all(a.out, blocks, nbytes);
+    if (!rc) printf("qgold: %zu x %zu float32 -> %zu bytes of %s (%zu blocks)\n", rows, cols, nbytes, a.format, nbytes / qg_kq_block_bytes(t));
+    free(x);
+    free(blocks);
+    return rc;
+}
+
+static int cmd_dequant(int argc, char **argv)
+{
+    kq_io_args a;
+    int help, rc = parse_kq_io(argc, argv, k_usage_dequant, 1, &a, &help);
+    if (rc || help) return rc;
+    qg_ktype t = (qg_ktype)qg_kq_from_name(a.format);
+    int be = a.backend ? qg_backend_from_name(a.backend) : QG_BACKEND_REF;
+    if (be < 0) return usage_error(k_usage_dequant, "unknown backend '%s' (ref, avx2, neon, cuda)", a.backend);
+    const qg_kernel *k = qg_registry_find(qg_kq_name(t), "dequant", (qg_backend)be);
+    char why[200];
+    if (!qg_kernel_available(k, why, sizeof why)) {
+        fprintf(stderr, "qgold: backend %s cannot dequantize %s here: %s\n", qg_backend_name((qg_backend)be), a.format, why);
+        return 1;
+    }
+    size_t rows = (size_t)a.rows, cols = (size_t)a.cols;
+    if (cols % QG_QK_K != 0) return kq_shape_error(QG_ERR_kq_cols_not_multiple, &a);
+    size_t nbytes = rows * (cols / QG_QK_K) * qg_kq_block_bytes(t);
+    uint8_t *blocks = read_exact(a.in, nbytes, "rows * cols/256 * block bytes");
+    if (blocks == NULL) return 1;
+    float *y = malloc(rows * cols * 4);
+    rc = y ? k->fn.kq_dequant.f32(t, blocks, nbytes, rows, cols, y) : QG_ERR_alloc_failed;
+    if (rc != QG_ERR_ok) {
+        free(blocks);
+        free(y);
+        return kq_shape_error(rc, &a);
+    }
+    rc = write_all(a.out, y, rows * cols * 4);
+    if (!rc) printf("qgold: %zu bytes of %s -> %zu x %zu float32 (%s)\n", nbytes, a.format, rows, cols, k->name);
+    free(blocks);
+    free(y);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -274,5 +439,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "list") == 0) return cmd_list(argc - 2, argv + 2);
     if (strcmp(cmd, "audit") == 0) return cmd_audit(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "quantize") == 0) return cmd_quantize(argc - 2, argv + 2);
+    if (strcmp(cmd, "dequant") == 0) return cmd_dequant(argc - 2, argv + 2);
     return usage_error(k_usage_main, "unknown command '%s'", cmd);
 }

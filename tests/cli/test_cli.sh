@@ -44,6 +44,17 @@ check bench-no-format 2 "format is required" -- qgold bench
 check bench-bad-reps 2 "reps must be" -- qgold bench --format fp16 --reps 2
 check scalar-forced 0 "excluded by QG_FORCE_ISA=scalar" -- qgold_env QG_FORCE_ISA=scalar list
 
+# quantize / dequant on raw files: any bytes are valid K-quant blocks, so a slice of a shipped file
+# serves as deterministic input; dequant -> quantize -> dequant must run and sizes must be checked.
+head -c 576 "$GOLDEN/rng/splitmix64.h5" > "$TMP/src.q4k"
+check dequant-raw 0 "576 bytes of q4_k" -- qgold dequant --format q4_k --rows 2 --cols 512 --in "$TMP/src.q4k" --out "$TMP/v.f32"
+check quantize-raw 0 "2 x 512 float32 -> 576 bytes" -- qgold quantize --format q4_k --rows 2 --cols 512 --in "$TMP/v.f32" --out "$TMP/b.q4k"
+check quantize-wrong-size 1 "expected 8192" -- qgold quantize --format q4_k --rows 4 --cols 512 --in "$TMP/v.f32" --out "$TMP/x"
+check quantize-bad-cols 1 "kq_cols_not_multiple" -- qgold quantize --format q6_k --rows 1 --cols 4544 --in "$TMP/v.f32" --out "$TMP/x"
+check dequant-wrong-size 1 "expected 704" -- qgold dequant --format q5_k --rows 2 --cols 512 --in "$TMP/src.q4k" --out "$TMP/x"
+check dequant-bad-format 2 "unknown K-quant format" -- qgold dequant --format q3_k --rows 2 --cols 512 --in "$TMP/src.q4k" --out "$TMP/x"
+check quantize-missing 2 "are required" -- qgold quantize --format q4_k --rows 2
+
 # Broken copies: a truncated file, a missing file, an empty directory.
 cp -r "$GOLDEN" "$TMP/truncated"
 f="$TMP/truncated/fp16/f32_to_f16.h5"
