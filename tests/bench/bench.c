@@ -7,7 +7,10 @@
  */
 #include "bench.h"
 
+#include "qgold/fp16.h"
+#include "qgold/kernels_kquants.h"
 #include "qgold/registry.h"
+#include "qgold/rng.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -72,6 +75,39 @@ void qg_bench_emit(const qg_bench_opts *o, const qg_bench_row *r)
                 r->format, r->path, r->backend, r->shape, r->batch, 1e3 * r->t_med, 1e3 * r->t_lo, 1e3 * r->t_hi, r->bytes,
                 r->bytes / r->t_med / 1e9, r->eff, r->eff_vs, r->speedup, r->speedup_vs ? r->speedup_vs : "");
     }
+}
+
+int qg_bench_parse_shapes(const char *spec, size_t (*out)[2], int max)
+{
+    int n = 0;
+    if (spec == NULL) return 0;
+    for (const char *p = spec; *p;) {
+        char *end;
+        unsigned long r = strtoul(p, &end, 10);
+        if (end == p || *end != 'x' || n >= max) return -1;
+        p = end + 1;
+        unsigned long k = strtoul(p, &end, 10);
+        if (end == p || r == 0 || k == 0 || (*end != ',' && *end != '\0')) return -1;
+        out[n][0] = r;
+        out[n][1] = k;
+        n++;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+int qg_bench_parse_batches(const char *spec, size_t *out, int max)
+{
+    int n = 0;
+    if (spec == NULL) return 0;
+    for (const char *p = spec; *p;) {
+        char *end;
+        unsigned long b = strtoul(p, &end, 10);
+        if (end == p || b < 1 || b > 16 || n >= max || (*end != ',' && *end != '\0')) return -1;
+        out[n++] = b;
+        p = *end ? end + 1 : end;
+    }
+    return n;
 }
 
 /* ---- threads ---- */
@@ -202,6 +238,99 @@ static int bench_cpu_convert(const qg_bench_opts *o, int threads, double bw_read
     return 0;
 }
 
+/* ---- K-quant GEMV on the CPU ---- */
+
+typedef struct {
+    const qg_kernel *k;
+    qg_ktype t;
+    const uint8_t *w;
+    size_t row_bytes, cols, batch;
+    const uint16_t *x;
+    float *y;
+} kq_cpu_ctx;
+
+/* The reference is single-threaded: the harness gives each thread a slice of rows (rows are
+ * independent; the slice's outputs land in a per-slice layout, which costs nothing to time). */
+static void kq_ref_slice(void *vctx, size_t lo, size_t hi)
+{
+    kq_cpu_ctx *c = vctx;
+    c->k->fn.kq_gemv(c->t, c->w + lo * c->row_bytes, (hi - lo) * c->row_bytes, hi - lo, c->cols, c->x, c->batch, c->y + lo * c->batch,
+                     NULL);
+}
+
+static double time_kq_cpu(const qg_bench_opts *o, kq_cpu_ctx *c, size_t rows, int threads, double *lo, double *hi)
+{
+    double t[64];
+    for (int r = -1; r < o->reps; r++) { /* r = -1 warms up */
+        double t0 = qg_now();
+        if (c->k->backend == QG_BACKEND_REF) parallel_for(threads, rows, kq_ref_slice, c);
+        else c->k->fn.kq_gemv(c->t, c->w, rows * c->row_bytes, rows, c->cols, c->x, c->batch, c->y, NULL);
+        if (r >= 0) t[r] = qg_now() - t0;
+    }
+    return qg_bench_median(t, o->reps, lo, hi);
+}
+
+static int bench_cpu_kq(const qg_bench_opts *o, int threads, double bw_read)
+{
+    const qg_ktype t = (qg_ktype)qg_kq_from_name(o->format);
+    const size_t bb = qg_kq_block_bytes(t);
+    static const size_t full[][2] = {{4096, 14336}, {14336, 4096}}, quick[][2] = {{256, 4096}};
+    size_t custom[16][2], cbatches[16], batches[16] = {1, 16};
+    const size_t (*shapes)[2] = o->quick ? quick : full;
+    size_t nshapes = o->quick ? 1 : 2, nbatches = 2;
+    int ns = qg_bench_parse_shapes(o->shapes, custom, 16), nbt = qg_bench_parse_batches(o->batches, cbatches, 16);
+    if (ns > 0) shapes = (const size_t(*)[2])custom, nshapes = (size_t)ns;
+    if (nbt > 0) memcpy(batches, cbatches, sizeof cbatches), nbatches = (size_t)nbt;
+    qg_set_threads(threads);
+    for (size_t si = 0; si < nshapes; si++) {
+        const size_t rows = shapes[si][0], cols = shapes[si][1], row_bytes = cols / QG_QK_K * bb;
+        uint8_t *w = malloc(rows * row_bytes);
+        uint16_t *x = malloc(cols * 16 * 2);
+        float *y = malloc(rows * 16 * 4 + 64 * 4096 * 4);
+        if (!w || !x || !y) return 1;
+        /* Random bytes are valid blocks; scale fields set to ordinary values (see the GPU half). */
+        qg_rng r;
+        qg_rng_init(&r, 2026);
+        for (size_t i = 0; i < rows * row_bytes; i++) w[i] = (uint8_t)qg_rng_bits32(&r);
+        for (size_t b = 0; b < rows * row_bytes / bb; b++) {
+            uint8_t *blk = w + b * bb;
+            if (t == QG_Q6_K) blk[208] = 0x00, blk[209] = 0x1C;
+            else if (t == QG_Q8_K) memset(blk, 0, 3), blk[3] = 0x3C;
+            else blk[0] = 0x00, blk[1] = 0x1C, blk[2] = 0x00, blk[3] = 0x18;
+        }
+        for (size_t i = 0; i < cols * 16; i++) x[i] = qg_f32_to_f16(qg_rng_uniform(&r, -1.0f, 1.0f));
+        for (size_t i = 0; i < qg_registry_count(); i++) {
+            const qg_kernel *k = qg_registry_at(i);
+            if (strcmp(k->format, o->format) || k->kind != QG_KIND_KQ_GEMV || k->backend == QG_BACKEND_CUDA) continue;
+            if ((o->backend >= 0 && (int)k->backend != o->backend) || !qg_kernel_available(k, NULL, 0)) continue;
+            for (size_t bi = 0; bi < nbatches; bi++) {
+                kq_cpu_ctx c = {k, t, w, row_bytes, cols, batches[bi], x, y};
+                qg_bench_row row = {k->format, "gemv", qg_backend_name(k->backend), "", (int)batches[bi], 0, 0, 0, 0, 0, "BW_read", 0, ""};
+                snprintf(row.shape, sizeof row.shape, "%zux%zu", rows, cols);
+                row.t_med = time_kq_cpu(o, &c, rows, threads, &row.t_lo, &row.t_hi);
+                row.bytes = (double)(rows * row_bytes) + (double)(cols * batches[bi] * 2) + (double)(rows * batches[bi] * 4);
+                row.eff = row.bytes / row.t_med / bw_read;
+                qg_bench_emit(o, &row);
+            }
+            /* One core, in cache: 64 rows x 4096 (about 150 KB of Q4_K), batch 1, in ns per 32 weights. */
+            {
+                kq_cpu_ctx c = {k, t, w, 4096 / QG_QK_K * bb, 4096, 1, x, y};
+                double lo, hi;
+                qg_set_threads(1);
+                double tm = time_kq_cpu(o, &c, 64, 1, &lo, &hi);
+                qg_set_threads(threads);
+                qg_bench_note(o, k->backend == QG_BACKEND_REF ? "one_core_in_cache_ns_per_32w_ref" : "one_core_in_cache_ns_per_32w_simd",
+                              "%.3f (%s)", tm * 1e9 / (64.0 * 4096.0 / 32.0), k->name);
+            }
+        }
+        free(w);
+        free(x);
+        free(y);
+    }
+    qg_set_threads(0);
+    return 0;
+}
+
 int qg_bench_run(const qg_bench_opts *o)
 {
     int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -218,7 +347,8 @@ int qg_bench_run(const qg_bench_opts *o)
         double bw = measure_bw_read(o, threads, o->quick ? ((size_t)64 << 20) : ((size_t)1 << 30));
         qg_bench_note(o, "cpu_threads", "%d", threads);
         qg_bench_note(o, "BW_read_GBps", "%.2f", bw / 1e9);
-        rc |= bench_cpu_convert(o, threads, bw);
+        if (qg_kq_from_name(o->format) >= 0) rc |= bench_cpu_kq(o, threads, bw);
+        else rc |= bench_cpu_convert(o, threads, bw);
     }
 #if QG_HAVE_CUDA
     if (o->backend < 0 || o->backend == QG_BACKEND_CUDA) {

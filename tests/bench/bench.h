@@ -16,7 +16,14 @@ typedef struct {
     int reps;            /* repetitions per figure (median reported); >= 7 unless quick */
     int threads;         /* CPU threads; 0 = all online CPUs */
     FILE *json;          /* NULL or an open file receiving the JSON document */
+    const char *shapes;  /* NULL, or "RxK,RxK,..." replacing the standard shapes */
+    const char *batches; /* NULL, or "1,16,..." replacing the standard batches */
 } qg_bench_opts;
+
+/* Parses o->shapes / o->batches into arrays (at most `max`); returns the count, 0 when unset, -1 on a
+ * malformed list. */
+int qg_bench_parse_shapes(const char *spec, size_t (*out)[2], int max);
+int qg_bench_parse_batches(const char *spec, size_t *out, int max);
 
 typedef struct {
     const char *format, *path, *backend;
