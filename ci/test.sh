@@ -20,17 +20,21 @@ step "ctest: $(uname -m) $(elapsed)"
 ctest --preset default -j "$JOBS" --output-junit junit.xml
 
 if [ "$(uname -m)" = x86_64 ]; then
-    # A deliberately broken AVX2 conversion (truncation instead of round-to-nearest-even) must make the
-    # named tests fail; if they pass, the suite cannot see the bug it exists to catch.
-    step "mutation check: fp16_avx2_trunc $(elapsed)"
-    cmake -S . -B build-mutant -DQG_CUDA=OFF -DQG_MUTATION=fp16_avx2_trunc -DCMAKE_BUILD_TYPE=Release >/dev/null 2>&1
-    cmake --build build-mutant -j "$JOBS" --target golden_test test_convert_kernels >/dev/null
-    for t in golden.fp16.avx2 simd.fp16.avx2; do
-        if ctest --test-dir build-mutant -R "^$t\$" >/dev/null 2>&1; then
-            echo "mutation check FAILED: $t passed with truncating AVX2 conversions" >&2
-            exit 1
-        fi
-        echo "ok: $t fails on the mutant"
+    # Kernels broken on purpose must make the named tests fail; if they pass, the suite cannot see the
+    # bugs it exists to catch. fp16_avx2_trunc: truncation instead of round-to-nearest-even;
+    # kq_avx2_nibble: Q4_K low and high nibbles swapped.
+    for m in "fp16_avx2_trunc:golden.fp16.avx2 simd.fp16.avx2" "kq_avx2_nibble:golden.q4_k.avx2 simd.kquants.avx2"; do
+        name=${m%%:*}
+        step "mutation check: $name $(elapsed)"
+        cmake -S . -B "build-mutant-$name" -DQG_CUDA=OFF -DQG_MUTATION="$name" -DCMAKE_BUILD_TYPE=Release >/dev/null 2>&1
+        cmake --build "build-mutant-$name" -j "$JOBS" --target golden_test test_convert_kernels test_kq_kernels >/dev/null
+        for t in ${m#*:}; do
+            if ctest --test-dir "build-mutant-$name" -R "^$t\$" >/dev/null 2>&1; then
+                echo "mutation check FAILED: $t passed with the $name mutant" >&2
+                exit 1
+            fi
+            echo "ok: $t fails on the $name mutant"
+        done
     done
 fi
 
