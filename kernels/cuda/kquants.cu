@@ -289,15 +289,8 @@ __device__ __forceinline__ void halves8(const uint4 v, float *f)
  * super-blocks in order, runs 0..3, elements 0..7, then the butterfly: the same sequence whatever R and
  * B are, hence deterministic and batch-invariant. The next super-block's weights are loaded before the
  * current one is used, so two steps of loads are in flight. */
-/* Small batches: at most 64 registers so 8 blocks (32 warps) fit an SM and keep loads in flight;
- * large batches need the registers for their accumulators. */
-template <int B>
-struct gemv_min_blocks {
-    static constexpr int value = B <= 2 ? 8 : 4;
-};
-
 template <int T, int B, int R>
-__global__ void __launch_bounds__(128, gemv_min_blocks<B>::value) k_gemv(const uint8_t *w, size_t rows, size_t nb, size_t bbytes, const __half *x, size_t ldx,
+__global__ void __launch_bounds__(128) k_gemv(const uint8_t *w, size_t rows, size_t nb, size_t bbytes, const __half *x, size_t ldx,
                                               float *y32, uint16_t *y16)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
