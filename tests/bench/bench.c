@@ -270,6 +270,22 @@ static double time_kq_cpu(const qg_bench_opts *o, kq_cpu_ctx *c, size_t rows, in
     return qg_bench_median(t, o->reps, lo, hi);
 }
 
+/* GEMV the way ggml runs it on CPUs: activations quantized once to Q8_K (not timed), then one integer
+ * dot per row, rows split across threads. */
+typedef struct {
+    const qg_kernel *k;
+    qg_ktype t;
+    const uint8_t *w, *q8;
+    size_t row_bytes, cols;
+    float *y;
+} kq_dot_ctx;
+
+static void kq_dot_slice(void *vctx, size_t lo, size_t hi)
+{
+    kq_dot_ctx *c = vctx;
+    for (size_t r = lo; r < hi; r++) c->k->fn.kq_dot(c->t, c->w + r * c->row_bytes, c->q8, c->cols, NULL, NULL, &c->y[r]);
+}
+
 static int bench_cpu_kq(const qg_bench_opts *o, int threads, double bw_read)
 {
     const qg_ktype t = (qg_ktype)qg_kq_from_name(o->format);
@@ -299,6 +315,43 @@ static int bench_cpu_kq(const qg_bench_opts *o, int threads, double bw_read)
             else blk[0] = 0x00, blk[1] = 0x1C, blk[2] = 0x00, blk[3] = 0x18;
         }
         for (size_t i = 0; i < cols * 16; i++) x[i] = qg_f32_to_f16(qg_rng_uniform(&r, -1.0f, 1.0f));
+        /* ggml-style: Q8_K activations and the integer dot, rows across threads */
+        float *xf = malloc(cols * sizeof(float));
+        uint8_t *q8 = malloc(cols / QG_QK_K * qg_kq_block_bytes(QG_Q8_K));
+        if (xf && q8 && t != QG_Q8_K) {
+            for (size_t k = 0; k < cols; k++) xf[k] = qg_f16_to_f32(x[k]);
+            qg_kq_quantize_ref(QG_Q8_K, xf, 1, cols, q8, cols / QG_QK_K * qg_kq_block_bytes(QG_Q8_K));
+            for (size_t i = 0; i < qg_registry_count(); i++) {
+                const qg_kernel *k = qg_registry_at(i);
+                if (strcmp(k->format, o->format) || k->kind != QG_KIND_KQ_DOT || !qg_kernel_available(k, NULL, 0)) continue;
+                if (o->backend >= 0 && (int)k->backend != o->backend) continue;
+                kq_dot_ctx c = {k, t, w, q8, row_bytes, cols, y};
+                double tm[64];
+                for (int r = -1; r < o->reps; r++) {
+                    double t0 = qg_now();
+                    parallel_for(threads, rows, kq_dot_slice, &c);
+                    if (r >= 0) tm[r] = qg_now() - t0;
+                }
+                qg_bench_row row = {k->format, "dot_q8k", qg_backend_name(k->backend), "", 1, 0, 0, 0, 0, 0, "BW_read", 0, ""};
+                snprintf(row.shape, sizeof row.shape, "%zux%zu", rows, cols);
+                row.t_med = qg_bench_median(tm, o->reps, &row.t_lo, &row.t_hi);
+                row.bytes = (double)(rows * row_bytes) + (double)(cols / QG_QK_K * qg_kq_block_bytes(QG_Q8_K)) + (double)(rows * 4);
+                row.eff = row.bytes / row.t_med / bw_read;
+                qg_bench_emit(o, &row);
+                /* one core, in cache, ns per 32 weights */
+                kq_dot_ctx c1 = {k, t, w, q8, 4096 / QG_QK_K * bb, 4096, y};
+                double t1[64];
+                for (int r = -1; r < o->reps; r++) {
+                    double t0 = qg_now();
+                    kq_dot_slice(&c1, 0, 64);
+                    if (r >= 0) t1[r] = qg_now() - t0;
+                }
+                qg_bench_note(o, k->backend == QG_BACKEND_REF ? "one_core_in_cache_ns_per_32w_dot_ref" : "one_core_in_cache_ns_per_32w_dot_simd",
+                              "%.3f (%s)", qg_bench_median(t1, o->reps, NULL, NULL) * 1e9 / (64.0 * 4096.0 / 32.0), k->name);
+            }
+        }
+        free(xf);
+        free(q8);
         for (size_t i = 0; i < qg_registry_count(); i++) {
             const qg_kernel *k = qg_registry_at(i);
             if (strcmp(k->format, o->format) || k->kind != QG_KIND_KQ_GEMV || k->backend == QG_BACKEND_CUDA) continue;
