@@ -457,10 +457,8 @@ extern "C" int qg_kq_dequant_f16_cuda(qg_ktype t, const uint8_t *blocks, size_t 
 extern "C" int qg_kq_gemv_cuda(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
                                float *y_f32, uint16_t *y_f16)
 {
-    int rc = qg_kq_check_shape(t, rows, cols, nbytes);
+    int rc = qg_kq_check_gemv(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
-    if (batch < 1 || batch > QG_KQ_MAX_BATCH) return QG_ERR_kq_batch_out_of_range;
-    if (w == nullptr || x == nullptr || (y_f32 == nullptr && y_f16 == nullptr)) return QG_ERR_argument_invalid;
     uint8_t *dw = nullptr;
     uint16_t *dx = nullptr;
     qg_guarded_dev g32 = {}, g16 = {};

@@ -687,8 +687,8 @@ int qg_kq_dot_q8k_ref(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, siz
 
 /* ---- fused GEMV with fp16 activations ---------------------------------------------------------- */
 
-int qg_kq_gemv_ref(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
-                   float *y_f32, uint16_t *y_f16)
+int qg_kq_check_gemv(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
+                     const float *y_f32, const uint16_t *y_f16)
 {
     if (!known(t)) return QG_ERR_kq_type_unknown;
     if (w == NULL || x == NULL || (y_f32 == NULL && y_f16 == NULL)) return QG_ERR_argument_invalid;
@@ -696,6 +696,14 @@ int qg_kq_gemv_ref(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, siz
     if (rc != QG_ERR_ok) return rc;
     if (batch < 1 || batch > QG_KQ_MAX_BATCH) return QG_ERR_kq_batch_out_of_range;
     if (cols > SIZE_MAX / sizeof(uint16_t) / batch || rows > SIZE_MAX / sizeof(float) / batch) return QG_ERR_shape_invalid;
+    return QG_ERR_ok;
+}
+
+int qg_kq_gemv_ref(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
+                   float *y_f32, uint16_t *y_f16)
+{
+    int rc = qg_kq_check_gemv(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
+    if (rc != QG_ERR_ok) return rc;
 
     const size_t nb = cols / QG_QK_K, bsz = qg_kq_block_bytes(t);
     float wdq[QG_QK_K];

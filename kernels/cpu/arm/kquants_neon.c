@@ -619,12 +619,8 @@ static void gemv_range(void *vc, size_t m0, size_t m1)
 int qg_kq_gemv_neon(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
                     float *y_f32, uint16_t *y_f16)
 {
-    if (!known(t)) return QG_ERR_kq_type_unknown;
-    if (w == NULL || x == NULL || (y_f32 == NULL && y_f16 == NULL)) return QG_ERR_argument_invalid;
-    int rc = qg_kq_check_shape(t, rows, cols, nbytes);
+    int rc = qg_kq_check_gemv(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
-    if (batch < 1 || batch > QG_KQ_MAX_BATCH) return QG_ERR_kq_batch_out_of_range;
-    if (cols > SIZE_MAX / sizeof(uint16_t) / batch || rows > SIZE_MAX / sizeof(float) / batch) return QG_ERR_shape_invalid;
     if (cols > SIZE_MAX / sizeof(float) / batch) return QG_ERR_alloc_failed;
 
     const size_t n = batch * cols;

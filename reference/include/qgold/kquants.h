@@ -65,6 +65,12 @@ int qg_kq_quantize_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uin
 int qg_kq_dot_q8k_ref(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M,
                       float *result);
 
+/* The argument checks of every GEMV implementation, in the order of the table above (type, pointers,
+ * shape and size, batch, addressable batch buffers): kernels call it so that all backends reject the
+ * same input with the same error. */
+int qg_kq_check_gemv(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
+                     const float *y_f32, const uint16_t *y_f16);
+
 /* Fused GEMV with fp16 activations. w: rows x cols weights of type t (any of the four) in nbytes bytes;
  * x: batch vectors of cols fp16 values, x[b*cols + k]; batch 1..QG_KQ_MAX_BATCH.
  *   y[b*rows + m] = sum_k W[m][k] * X[b][k]
