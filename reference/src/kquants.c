@@ -452,6 +452,28 @@ static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk)
     }
 }
 
+/* One pass of the symmetric fit at inverse scale iscale: l = clamp(nearest_int(iscale*x), -nmax, nmax-1),
+ * sumlx = sum (x^2*x)*l and suml2 = sum (x^2*l)*l in index order, each product and sum rounded on its
+ * own. Stores l + nmax in L when L is not NULL (the first pass keeps its codes, the candidates do not). */
+static void qx_sums(int n, int nmax, float iscale, const float *x, uint8_t *L, float *sumlx, float *suml2)
+{
+    float slx = 0.0f, sl2 = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float v = iscale * x[i];
+        const int l = clampi(nearest_int(v), -nmax, nmax - 1);
+        if (L != NULL) L[i] = (uint8_t)(l + nmax);
+        const float w = x[i] * x[i];
+        const float wx = w * x[i];
+        const float wxl = wx * (float)l;
+        slx = slx + wxl;
+        const float wl = w * (float)l;
+        const float wll = wl * (float)l;
+        sl2 = sl2 + wll;
+    }
+    *sumlx = slx;
+    *suml2 = sl2;
+}
+
 /* Symmetric fit with weights x^2 (ggml make_qx_quants, rmse_type 1, no imatrix): codes L in 0..2*nmax-1
  * (stored value l + nmax, l in -nmax..nmax-1); returns the scale (may be negative). */
 static float fit_qx(int n, int nmax, const float *x, uint8_t *L)
@@ -469,19 +491,8 @@ static float fit_qx(int n, int nmax, const float *x, uint8_t *L)
         return 0.0f;
     }
     float iscale = (float)(-nmax) / max;
-    float sumlx = 0.0f, suml2 = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float v = iscale * x[i];
-        const int l = clampi(nearest_int(v), -nmax, nmax - 1);
-        L[i] = (uint8_t)(l + nmax);
-        const float w = x[i] * x[i];
-        const float wx = w * x[i];
-        const float wxl = wx * (float)l;
-        sumlx = sumlx + wxl;
-        const float wl = w * (float)l;
-        const float wll = wl * (float)l;
-        suml2 = suml2 + wll;
-    }
+    float sumlx, suml2;
+    qx_sums(n, nmax, iscale, x, L, &sumlx, &suml2);
     float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
@@ -490,19 +501,7 @@ static float fit_qx(int n, int nmax, const float *x, uint8_t *L)
         num = (float)nmax + num;
         num = -num;
         iscale = num / max;
-        sumlx = 0.0f;
-        suml2 = 0.0f;
-        for (int i = 0; i < n; i++) {
-            const float v = iscale * x[i];
-            const int l = clampi(nearest_int(v), -nmax, nmax - 1);
-            const float w = x[i] * x[i];
-            const float wx = w * x[i];
-            const float wxl = wx * (float)l;
-            sumlx = sumlx + wxl;
-            const float wl = w * (float)l;
-            const float wll = wl * (float)l;
-            suml2 = suml2 + wll;
-        }
+        qx_sums(n, nmax, iscale, x, NULL, &sumlx, &suml2);
         if (suml2 > 0.0f) {
             const float lhs = sumlx * sumlx;
             const float rhs = best * suml2;
