@@ -48,7 +48,34 @@ extern "C" {
     X(kq_type_unknown, 200, "not a K-quant type (q4_k, q5_k, q6_k, q8_k)")                       \
     X(kq_cols_not_multiple, 201, "K-quant row length (cols) is zero or not a multiple of 256; 4544- and 896-wide rows are not K-quant rows") \
     X(kq_size_mismatch, 202, "K-quant buffer length is not rows * cols/256 * block bytes")        \
-    X(kq_batch_out_of_range, 203, "K-quant GEMV batch is outside 1..16")
+    X(kq_batch_out_of_range, 203, "K-quant GEMV batch is outside 1..16") \
+    X(spqr_rows_not_multiple, 300, "SpQR row count m is zero or not a multiple of 16 (a partial tile row cannot carry its second-order word)") \
+    X(spqr_cols_out_of_range, 301, "SpQR column count n is 0 or larger than 65536") \
+    X(spqr_size_mismatch, 302, "an SpQR buffer length (dense words, row_offsets, perm) does not match m and n") \
+    X(spqr_reserved_bits, 303, "an SpQR dense word has bits 62-63 set") \
+    X(spqr_fragment_mismatch, 304, "the two copies of a second-order byte (tile rows 2b and 2b+1) differ") \
+    X(spqr_offsets_not_zero, 305, "SpQR row_offsets[0] is not 0") \
+    X(spqr_offsets_decreasing, 306, "SpQR row_offsets decrease") \
+    X(spqr_offsets_not_nnz, 307, "the last SpQR row offset is not the number of outlier words") \
+    X(spqr_outlier_col_out_of_range, 308, "an SpQR outlier column is >= n") \
+    X(spqr_ptcsr_segment_not_multiple, 309, "a PTCSR tile-row segment length is not a multiple of 16") \
+    X(spqr_ptcsr_segment_mismatch, 310, "a PTCSR segment is not 16 x its longest row (an all-padding last level, or an outlier after a padding slot)") \
+    X(spqr_perm_invalid, 311, "the SpQR column permutation is not a permutation of 0..n-1") \
+    X(spqr_padding_codes_nonzero, 312, "a padded column of the last SpQR column tile has a nonzero weight code") \
+    X(spqr_batch_out_of_range, 313, "SpQR GEMV batch is outside 1..16") \
+    X(rans_bad_magic, 400, "not an rANS container: the first bytes are not RANS (SNAR means a byte-swapped writer)") \
+    X(rans_bad_header, 401, "an rANS header field has a value version 1 does not allow") \
+    X(rans_bad_table, 402, "the rANS frequency table does not sum to 4096, is all zero, or has an entry above 4096") \
+    X(rans_bad_tile_meta, 403, "rANS tile metadata is inconsistent: offset or size outside the file, overlap, misalignment, unknown predictor, nonzero reserved bytes or bad warp_end") \
+    X(rans_bad_state, 404, "an rANS initial lane state is outside [2^15, 2^31)") \
+    X(rans_truncated, 405, "an rANS lane needed a word past the end of its warp stream") \
+    X(rans_trailing_data, 406, "an rANS warp stream has words left after its tile was decoded") \
+    X(rans_corrupt, 407, "an rANS tile decoded to a final state other than 2^15, or to nonzero bytes outside the matrix") \
+    X(rans_checksum, 408, "an rANS tile checksum (Adler-32) does not match its decoded bytes") \
+    X(rans_symbol_not_in_table, 409, "the rANS encoder met a symbol whose frequency is 0") \
+    X(rans_batch_out_of_range, 410, "rANS GEMV batch is outside 1..16") \
+    X(rans_size_mismatch, 411, "an rANS caller buffer (weights, scales, output) does not match the container or M x K") \
+    X(rans_predictor_invalid, 412, "an rANS predictor mode is not 0..3 or auto")
 
 typedef enum {
 #define QG_X_ENUM(name, num, msg) QG_ERR_##name = num,
