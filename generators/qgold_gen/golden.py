@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import fam_fp16, fam_kquants, fam_rng
+from . import fam_spqr
+from . import fam_rans
 from .schema import (FixtureFile, Registry, SchemaError, attr_kind_value, describe_file,
                      manifest_entries, read_manifest, write_manifest)
 
@@ -27,6 +29,8 @@ class Family:
 FAMILIES = [Family(fam_rng.FORMAT, fam_rng.FAMILY, fam_rng.build)] + [
     Family(fam_fp16.FORMAT, family, build) for family, build in fam_fp16.FAMILIES
 ] + [Family(fmt, family, build) for fmt, family, build in fam_kquants.families()]
+FAMILIES += [Family(fmt, family, build) for fmt, family, build in fam_spqr.families()]
+FAMILIES += [Family(fam_rans.FORMAT, family, build) for family, build in fam_rans.FAMILIES]
 FORMATS = sorted({f.format for f in FAMILIES})
 
 
