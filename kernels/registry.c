@@ -10,6 +10,8 @@
 #include "qgold/fp16.h"
 #include "qgold/kernels_fp16.h"
 #include "qgold/kernels_kquants.h"
+#include "qgold/kernels_rans.h"
+#include "qgold/kernels_spqr.h"
 #if QG_HAVE_CUDA
 #include "qgold/cuda.h"
 #endif
@@ -93,6 +95,42 @@ QG_FP16_ADAPTERS(cuda)
     , QG_KQ_DOT_ROW(fmt, QG_BACKEND_REF, ref, 1), QG_KQ_DOT_ROW(fmt, QG_BACKEND_AVX2, avx2, QG_KQ_AVX2),   \
     QG_KQ_DOT_ROW(fmt, QG_BACKEND_NEON, neon, QG_KQ_NEON)
 
+/* SpQR rows: the dense dequantization (exact) and the GEMV (bounded; the audit takes d from the
+ * layer: n plus the longest outlier row). Which kernels exist (0/1 per backend): */
+#define QG_SPQR_REF 1
+#define QG_SPQR_AVX2 QG_BUILT_AVX2
+#define QG_SPQR_NEON QG_BUILT_NEON
+#define QG_SPQR_CUDA QG_HAVE_CUDA
+#define QG_SPQR_GEMV_ROW(be, sfx, built)                                                                 \
+    {"spqr", "gemv", be, "qg_spqr_gemv_" #sfx, QG_KIND_SPQR_GEMV, QG_ELEM_F16, QG_ELEM_F32, QG_NUMERICS_F32ACC_F32OUT, \
+     QG_NUMERICS_F32ACC_F16OUT, {.spqr_gemv = QG_FN(built, qg_spqr_gemv_##sfx)}}
+#define QG_SPQR_ROWS                                                                                     \
+    {"spqr", "dequant", QG_BACKEND_REF, "qg_spqr_dequant_ref", QG_KIND_SPQR_DEQUANT, QG_ELEM_U64, QG_ELEM_F16,   \
+     QG_NUMERICS_EXACT, QG_NUMERICS_EXACT, {.spqr_dequant = QG_FN(QG_SPQR_REF, qg_spqr_dequant_ref)}},   \
+    QG_SPQR_GEMV_ROW(QG_BACKEND_REF, ref, QG_SPQR_REF), QG_SPQR_GEMV_ROW(QG_BACKEND_AVX2, avx2, QG_SPQR_AVX2), \
+    QG_SPQR_GEMV_ROW(QG_BACKEND_NEON, neon, QG_SPQR_NEON), QG_SPQR_GEMV_ROW(QG_BACKEND_CUDA, cuda, QG_SPQR_CUDA)
+
+/* rANS rows: normalization and encoding (reference only), decoding, the fused product and the plain
+ * int8 GEMV baseline; all exact. Which kernels exist (0/1 per backend): */
+#define QG_RANS_REF 1
+#define QG_RANS_AVX2 QG_BUILT_AVX2
+#define QG_RANS_NEON QG_BUILT_NEON
+#define QG_RANS_CUDA QG_HAVE_CUDA
+#define QG_RANS_BACKEND_ROWS(be, sfx, built)                                                             \
+    {"rans", "decode", be, "qg_rans_decode_" #sfx, QG_KIND_RANS_DECODE, QG_ELEM_U8, QG_ELEM_U8, QG_NUMERICS_EXACT, \
+     QG_NUMERICS_EXACT, {.rans_decode = QG_FN(built, qg_rans_decode_##sfx)}},                           \
+    {"rans", "gemv", be, "qg_rans_gemv_" #sfx, QG_KIND_RANS_GEMV, QG_ELEM_F16, QG_ELEM_F32, QG_NUMERICS_EXACT,      \
+     QG_NUMERICS_EXACT, {.rans_gemv = QG_FN(built, qg_rans_gemv_##sfx)}},                               \
+    {"rans", "int8_gemv", be, "qg_int8_gemv_" #sfx, QG_KIND_INT8_GEMV, QG_ELEM_F16, QG_ELEM_F32, QG_NUMERICS_EXACT, \
+     QG_NUMERICS_EXACT, {.int8_gemv = QG_FN(built, qg_int8_gemv_##sfx)}}
+#define QG_RANS_ROWS                                                                                     \
+    {"rans", "normalize", QG_BACKEND_REF, "qg_rans_normalize", QG_KIND_RANS_NORMALIZE, QG_ELEM_U64, QG_ELEM_U16, \
+     QG_NUMERICS_EXACT, QG_NUMERICS_EXACT, {.rans_normalize = QG_FN(QG_RANS_REF, qg_rans_normalize)}},   \
+    {"rans", "encode", QG_BACKEND_REF, "qg_rans_encode", QG_KIND_RANS_ENCODE, QG_ELEM_U8, QG_ELEM_U8,       \
+     QG_NUMERICS_EXACT, QG_NUMERICS_EXACT, {.rans_encode = QG_FN(QG_RANS_REF, qg_rans_encode)}},         \
+    QG_RANS_BACKEND_ROWS(QG_BACKEND_REF, ref, QG_RANS_REF), QG_RANS_BACKEND_ROWS(QG_BACKEND_AVX2, avx2, QG_RANS_AVX2), \
+    QG_RANS_BACKEND_ROWS(QG_BACKEND_NEON, neon, QG_RANS_NEON), QG_RANS_BACKEND_ROWS(QG_BACKEND_CUDA, cuda, QG_RANS_CUDA)
+
 /* `built` goes through one more macro level so QG_BUILT_* expand to 0/1 before pasting. */
 static const qg_kernel k_rows[] = {
     QG_FP16_ROWS(QG_BACKEND_REF, ref, 1),
@@ -103,6 +141,8 @@ static const qg_kernel k_rows[] = {
     QG_KQ_ROWS(q5_k, QG_KQ_DOTS(q5_k)),
     QG_KQ_ROWS(q6_k, QG_KQ_DOTS(q6_k)),
     QG_KQ_ROWS(q8_k, ),
+    QG_SPQR_ROWS,
+    QG_RANS_ROWS,
 };
 
 size_t qg_registry_count(void) { return sizeof k_rows / sizeof k_rows[0]; }
@@ -208,6 +248,13 @@ int qg_kernel_built(const qg_kernel *k)
     case QG_KIND_KQ_QUANTIZE: return k->fn.kq_quantize != NULL;
     case QG_KIND_KQ_DOT: return k->fn.kq_dot != NULL;
     case QG_KIND_KQ_GEMV: return k->fn.kq_gemv != NULL;
+    case QG_KIND_SPQR_DEQUANT: return k->fn.spqr_dequant != NULL;
+    case QG_KIND_SPQR_GEMV: return k->fn.spqr_gemv != NULL;
+    case QG_KIND_RANS_NORMALIZE: return k->fn.rans_normalize != NULL;
+    case QG_KIND_RANS_ENCODE: return k->fn.rans_encode != NULL;
+    case QG_KIND_RANS_DECODE: return k->fn.rans_decode != NULL;
+    case QG_KIND_RANS_GEMV: return k->fn.rans_gemv != NULL;
+    case QG_KIND_INT8_GEMV: return k->fn.int8_gemv != NULL;
     }
     return 0;
 }

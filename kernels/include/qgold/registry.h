@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "qgold/kquants.h"
+#include "qgold/rans.h"
+#include "qgold/spqr.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,6 +75,13 @@ typedef enum {
     QG_KIND_KQ_QUANTIZE, /* float32 -> K-quant blocks (exact, reference algorithm) */
     QG_KIND_KQ_DOT,      /* weight row . Q8_K row: exact integers S, M; bounded float result */
     QG_KIND_KQ_GEMV,     /* fused dequant + GEMV, fp16 activations, batch 1..16 (bounded) */
+    QG_KIND_SPQR_DEQUANT, /* SpQR layer -> dense fp16 weights (exact) */
+    QG_KIND_SPQR_GEMV,   /* SpQR dense + outliers + permutation GEMV, batch 1..16 (bounded, d = n + row nnz) */
+    QG_KIND_RANS_NORMALIZE, /* histogram -> 12-bit frequency table (exact) */
+    QG_KIND_RANS_ENCODE, /* W, scales, predictor requests -> container bytes (exact) */
+    QG_KIND_RANS_DECODE, /* container -> W bytes (exact) */
+    QG_KIND_RANS_GEMV,   /* fused decode + dequant + GEMV, pinned order (exact) */
+    QG_KIND_INT8_GEMV,   /* plain int8 W8A16 GEMV with the fused product's order (exact) */
 } qg_kind;
 
 typedef int (*qg_convert_fn)(const void *x, void *y, size_t n);
@@ -82,6 +91,15 @@ typedef int (*qg_kq_quantize_fn)(qg_ktype t, const float *x, size_t rows, size_t
 typedef int (*qg_kq_dot_fn)(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result);
 typedef int (*qg_kq_gemv_fn)(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x,
                              size_t batch, float *y_f32, uint16_t *y_f16);
+typedef int (*qg_spqr_dequant_fn)(const qg_spqr_layer *L, uint16_t *w);
+typedef int (*qg_spqr_gemv_fn)(const qg_spqr_layer *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16);
+typedef int (*qg_rans_normalize_fn)(const uint64_t counts[256], uint16_t freq[256]);
+typedef int (*qg_rans_encode_fn)(const uint8_t *w, const float *scales, uint32_t M, uint32_t K, const uint8_t *modes,
+                                 int checksums, uint8_t **out, size_t *out_len);
+typedef int (*qg_rans_decode_fn)(const uint8_t *buf, size_t len, uint8_t *w, size_t w_len);
+typedef int (*qg_rans_gemv_fn)(const uint8_t *buf, size_t len, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16);
+typedef int (*qg_int8_gemv_fn)(const uint8_t *w, const float *scales, size_t M, size_t K, const uint16_t *x, size_t batch,
+                               float *y_f32, uint16_t *y_f16);
 
 typedef struct qg_kernel {
     const char *format;  /* "fp16" */
@@ -101,6 +119,13 @@ typedef struct qg_kernel {
         qg_kq_quantize_fn kq_quantize;
         qg_kq_dot_fn kq_dot;
         qg_kq_gemv_fn kq_gemv;
+        qg_spqr_dequant_fn spqr_dequant;
+        qg_spqr_gemv_fn spqr_gemv;
+        qg_rans_normalize_fn rans_normalize;
+        qg_rans_encode_fn rans_encode;
+        qg_rans_decode_fn rans_decode;
+        qg_rans_gemv_fn rans_gemv;
+        qg_int8_gemv_fn int8_gemv;
     } fn;
 } qg_kernel;
 

@@ -1,0 +1,499 @@
+/* SpQR on the GPU: one fused kernel for dense 3-bit tiles + fp16 outliers (CSR or PTCSR) + the column
+ * permutation, batch 1..16, float32 accumulation, float32 and/or fp16 outputs.
+ *
+ * Work split. A block of 8 warps owns RB tile rows (16 output rows each); the WC = 8 / RB warps of a
+ * tile row split its columns. A warp's lanes form 4 groups of 8: lane p of a group reads one 16-byte
+ * slice of a tile (dense words 2p and 2p+1 = rows 2p and 2p+1, all 16 columns), so a group covers one
+ * tile and a warp 4 consecutive tiles per step (512 contiguous bytes). Slot s = 4 * (warp in row) +
+ * group takes the tiles t = s, s + S, s + 2S, ... (S = 4 * WC) in ascending order, then the outliers
+ * l = s, s + S, ... of its two rows (the l-th outlier of a row is the same word in CSR and PTCSR, so both
+ * layouts add the same terms in the same order). The S slot sums of a row are combined by a fixed
+ * butterfly (xor 8, xor 16) and then warp by warp in ascending order. RB (hence WC and S) depends on
+ * (m, n) only, never on the batch: every batch column goes through the same operations whatever the
+ * batch size, so results are deterministic and batch-invariant (no atomics).
+ *
+ * Activations. x'[i] = x[perm[i]] is gathered on load into shared memory as float32 (exact), one chunk
+ * of columns at a time for all batch columns; the chunk size only changes when the barriers happen, not
+ * the order of any sum. When x fits (RAW_MAX) it is first copied to shared memory as it is (coalesced)
+ * and the gather reads that copy; else the gather reads global memory. Outlier columns (unsigned 16-bit)
+ * read x' from the staged chunk when it holds all n columns, else x[perm[c]] from the copy or memory.
+ *
+ * Dequantization is the spec's fp16 sequence with correctly rounded half2 operations, never fused (the
+ * file is built with --fmad=false and uses the _rn forms): (s, z) = RN16((s_s, z_s) * RN16((s_q, z_q) -
+ * (s_z, z_z))), w = RN16(s * RN16(q - z)). A 3-bit code becomes an exact half by an AND/OR into an
+ * exponent field and one exact subtraction (code_pair). Products of two fp16 values are exact in float32, so each
+ * term is added by one correctly rounded __fmaf_rn. The padded columns of a partial last tile are
+ * skipped (their weight may be inf or NaN; the format says they contribute nothing).
+ *
+ * Numerics as registered: float32 accumulation, every output a sum of n + (its row's outliers) terms,
+ * rounded once to fp16 for the fp16 output. The GPU never traps: all shapes are validated on the host.
+ */
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "qgold/kernels_spqr.h"
+#include "qgold/spqr.h"
+
+namespace {
+
+constexpr int WARPS = 8, THREADS = 32 * WARPS;
+/* Dynamic shared memory per block (at most; two blocks fit an SM): the staged activations x' (float32,
+ * batch x chunk columns) and, when x fits in RAW_MAX bytes, a plain copy of x from which x' is gathered. */
+constexpr int SMEM_BYTES = 100 * 1024, RAW_MAX = 64 * 1024;
+/* Tile rows per block: the largest power of two <= 8 that still leaves min_blocks(n) blocks, enough to
+ * fill 132 SMs at batch 1 (four blocks an SM while the staged activations are small, two for wide layers).
+ * Fixed numbers, so the split, hence the result, depends on (m, n) only, never on the batch or device. */
+inline size_t min_blocks(size_t n) { return n > 12288 ? 132 : 264; }
+
+__device__ __forceinline__ uint16_t f32_to_f16_bits(float v)
+{
+    uint32_t b = __float_as_uint(v);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((b >> 16) & 0x8000u) | 0x7E00u | ((b >> 13) & 0x3FFu));
+    return __half_as_ushort(__float2half_rn(v));
+}
+
+__device__ __forceinline__ __half2 u32_as_half2(uint32_t v)
+{
+    __half2 h;
+    memcpy(&h, &v, 4);
+    return h;
+}
+
+struct kargs {
+    const uint4 *dense; /* word pairs */
+    const int32_t *ro;
+    const uint32_t *cv;
+    const uint16_t *perm; /* NULL: identity */
+    const uint16_t *x;
+    float *y32;
+    uint16_t *y16;
+    int m, n, T, Tf, RT; /* tiles per row, full tiles, tile rows */
+    int rb, wc, ct;      /* tile rows per block, warps per tile row, tiles per staged chunk */
+    int kind;            /* qg_spqr_outlier_kind */
+    int raw;             /* x (batch x n fp16) is copied to shared memory first, x' gathered from there */
+};
+
+/* A 3-bit code q at bit offset o <= 7 of a 16-bit half, OR-ed with the exponent field 25 - o, is the
+ * half 2^(10-o) + q exactly (the code lands in the mantissa with weight 1); subtracting 2^(10-o) is exact
+ * and gives q. Codes i (bits 6+3i) and i+8 (24 bits higher) sit at the same offset of bytes k, k+1 and
+ * k+3, k+4, which one byte permute puts in the low and the high half of a word:
+ *   window bytes (0,1 | 3,4): pair 0 at offset 6;   (1,2 | 4,5): pairs 1, 2, 3 at 1, 4, 7;
+ *   (2,3 | 5,6): pairs 4, 5 at 2, 5;                 (3,4 | 6,7): pairs 6, 7 at 0, 3.
+ * magic2<O>() is both the OR constant and the bits of the half2 (2^(10-O), 2^(10-O)). */
+template <int O>
+__device__ __forceinline__ constexpr uint32_t magic2() { return ((uint32_t)(25 - O) << 10) | ((uint32_t)(25 - O) << 26); }
+
+template <int O>
+__device__ __forceinline__ __half2 code_pair(uint32_t window)
+{
+    constexpr uint32_t MASK = (7u << O) | (7u << (16 + O));
+    return __hsub2_rn(u32_as_half2((window & MASK) | magic2<O>()), u32_as_half2(magic2<O>())); /* exact: (q_i, q_{i+8}) */
+}
+
+/* w[j] (j = 0..15) of one row as float: the dequantization of the spec on half2 pairs (i, i+8). */
+__device__ __forceinline__ void row_weights(uint32_t lo, uint32_t hi, __half2 s2, __half2 z2, float *w)
+{
+    const uint32_t w0 = __byte_perm(lo, hi, 0x4310), w1 = __byte_perm(lo, hi, 0x5421);
+    const uint32_t w2 = __byte_perm(lo, hi, 0x6532), w3 = __byte_perm(lo, hi, 0x7643);
+#define QG_PAIR(I, WIN, O)                                                                          \
+    {                                                                                               \
+        const __half2 wv = __hmul2_rn(s2, __hsub2_rn(code_pair<O>(WIN), z2));                       \
+        const float2 f = __half22float2(wv);                                                        \
+        w[I] = f.x;                                                                                 \
+        w[I + 8] = f.y;                                                                             \
+    }
+    QG_PAIR(0, w0, 6) QG_PAIR(1, w1, 1) QG_PAIR(2, w1, 4) QG_PAIR(3, w1, 7)
+    QG_PAIR(4, w2, 2) QG_PAIR(5, w2, 5) QG_PAIR(6, w3, 0) QG_PAIR(7, w3, 3)
+#undef QG_PAIR
+}
+
+/* One tile, this lane's rows 2p and 2p+1: acc[row][b] += w[row][j] * x'_b[16t + j] for j < nv, in
+ * order j = 0, 8, 1, 9, ..., 7, 15 (the same for every batch column). The second-order word is rebuilt
+ * from the 8 lanes of the group (byte p comes from row 2p; the host checked that row 2p+1's copy is
+ * equal). gmask: this group's lanes, which all hold the same tile; FULL: the whole warp is here (each
+ * group on its own tile), so the shuffles take the full mask (xor 1, 2, 4 stay inside a group). */
+template <int B, bool PARTIAL, bool FULL>
+__device__ __forceinline__ void tile(const uint4 wd, const float *xt, int xstride, int p, unsigned gmask, int nv, float (&acc)[2][B])
+{
+    const unsigned mask = FULL ? 0xFFFFFFFFu : gmask;
+    /* second-order word: lanes 0-3 of the group hold its low 32 bits, lanes 4-7 the high 32 bits */
+    uint32_t part = ((wd.y >> 22) & 0xFFu) << (8 * (p & 3));
+    part |= __shfl_xor_sync(mask, part, 1);
+    part |= __shfl_xor_sync(mask, part, 2);
+    const uint32_t other = __shfl_xor_sync(mask, part, 4);
+    const uint32_t so_lo = p < 4 ? part : other, so_hi = p < 4 ? other : part;
+    const __half2 ss = u32_as_half2(so_lo); /* (s_s, z_s) */
+    const __half2 zz = u32_as_half2(so_hi); /* (s_z, z_z) */
+    float w[2][16];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const uint32_t lo = r ? wd.z : wd.x, hi = r ? wd.w : wd.y;
+        /* (s_q, z_q): bits 0-2 at offset 0 of the low half, bits 3-5 at offset 3 of the high half (same
+         * exponent trick), then the first-order scale and zero */
+        const uint32_t f = __byte_perm(lo, 0u, 0x1010);
+        const uint32_t c = (f & (7u | (7u << 19))) | (magic2<0>() & 0xFFFFu) | (magic2<3>() & 0xFFFF0000u);
+        const __half2 sqzq = __hsub2_rn(u32_as_half2(c), u32_as_half2((magic2<0>() & 0xFFFFu) | (magic2<3>() & 0xFFFF0000u)));
+        const __half2 sz = __hmul2_rn(ss, __hsub2_rn(sqzq, zz)); /* (s, z) */
+        row_weights(lo, hi, __low2half2(sz), __high2half2(sz), w[r]);
+    }
+#pragma unroll
+    for (int b = 0; b < B; b++) {
+        const float4 *xv = reinterpret_cast<const float4 *>(xt + b * xstride);
+        float xf[16];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float4 v = xv[q];
+            xf[4 * q] = v.x;
+            xf[4 * q + 1] = v.y;
+            xf[4 * q + 2] = v.z;
+            xf[4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                if (!PARTIAL || i < nv) acc[r][b] = __fmaf_rn(w[r][i], xf[i], acc[r][b]);
+                if (!PARTIAL || i + 8 < nv) acc[r][b] = __fmaf_rn(w[r][i + 8], xf[i + 8], acc[r][b]);
+            }
+    }
+}
+
+template <int B>
+__global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(const kargs a)
+{
+    extern __shared__ float4 smem[];
+    float *xs = reinterpret_cast<float *>(smem);
+    uint16_t *xraw = reinterpret_cast<uint16_t *>(xs + (size_t)B * (size_t)a.ct * 16);
+    __shared__ float red[WARPS * 16 * B];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 3, p = lane & 7;
+    const int rloc = warp / a.wc, wcol = warp % a.wc;
+    const int R = blockIdx.x * a.rb + rloc;
+    const bool valid = R < a.RT;
+    const int S = 4 * a.wc, slot = 4 * wcol + g;
+    const unsigned gmask = 0xFFu << (lane & ~7);
+    const int xstride = a.ct * 16;
+    /* Weight loads in flight per lane: D tiles ahead (batch 1 runs more warps an SM instead; large
+     * batches need the registers for their accumulators, and their arithmetic hides the latency). */
+    constexpr int D = (B >= 3 && B <= 8) ? 4 : 2;
+    const uint4 *wbase = a.dense + (size_t)(valid ? R : 0) * (size_t)a.T * 8 + p;
+
+    float acc[2][B];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int b = 0; b < B; b++) acc[r][b] = 0.0f;
+
+    for (int c0 = 0; c0 < a.T; c0 += a.ct) {
+        const int c1 = min(c0 + a.ct, a.T), cend = min(c1, a.Tf);
+        /* First group of this chunk's weights in flight before the activations are staged. */
+        int t = c0 + slot;
+        uint4 nx[D];
+#pragma unroll
+        for (int u = 0; u < D; u++)
+            nx[u] = (valid && t + u * S < cend) ? __ldcs(wbase + (size_t)(t + u * S) * 8) : make_uint4(0, 0, 0, 0);
+        __syncthreads(); /* the previous chunk is no longer read */
+        if (a.raw && c0 == 0) {
+            /* x as it is (contiguous batch x n halves): coalesced 16-byte loads when aligned */
+            const int count = a.n * B;
+            if ((reinterpret_cast<uintptr_t>(a.x) & 15) == 0) {
+                const uint4 *src = reinterpret_cast<const uint4 *>(a.x);
+                uint4 *dst = reinterpret_cast<uint4 *>(xraw);
+#pragma unroll 4
+                for (int v = tid; v < count / 8; v += THREADS) dst[v] = __ldg(src + v);
+                for (int v = count / 8 * 8 + tid; v < count; v += THREADS) xraw[v] = __ldg(a.x + v);
+            } else {
+                for (int v = tid; v < count; v += THREADS) xraw[v] = __ldg(a.x + v);
+            }
+            __syncthreads();
+        }
+        /* x'_b[c0*16 + i] for the chunk, 8 columns per thread step: the 8 permutation entries are read
+         * at once, then the 8 x values of each batch column (independent loads, many in flight). */
+        const int len = (c1 - c0) * 16, col0 = c0 * 16;
+        const bool pvec = a.perm != nullptr && (reinterpret_cast<uintptr_t>(a.perm) & 15) == 0;
+#pragma unroll 2
+        for (int i0 = tid * 8; i0 < len; i0 += THREADS * 8) {
+            uint32_t pc[8];
+            if (pvec && col0 + i0 + 8 <= a.n) {
+                const uint4 v = __ldg(reinterpret_cast<const uint4 *>(a.perm + col0 + i0));
+                const uint32_t vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    pc[2 * e] = vv[e] & 0xFFFFu;
+                    pc[2 * e + 1] = vv[e] >> 16;
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const int col = col0 + i0 + e;
+                    pc[e] = col < a.n ? (a.perm ? (uint32_t)__ldg(a.perm + col) : (uint32_t)col) : 0u;
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                float f[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const uint16_t h = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc[e]] : __ldg(a.x + (size_t)b * (size_t)a.n + pc[e]);
+                    f[e] = col0 + i0 + e < a.n ? __half2float(__ushort_as_half(h)) : 0.0f;
+                }
+                float4 *dst = reinterpret_cast<float4 *>(xs + b * xstride + i0);
+                dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+                dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+            }
+        }
+        __syncthreads();
+        if (valid) {
+            /* Steps where all D tiles of every group of the warp exist (warp-uniform test: the warp's
+             * last group is slot + 3 - g), then the guarded remainder. */
+            for (; t - g + (D - 1) * S + 3 < cend; t += D * S) {
+                uint4 cu[D];
+#pragma unroll
+                for (int u = 0; u < D; u++) cu[u] = nx[u];
+#pragma unroll
+                for (int u = 0; u < D; u++)
+                    nx[u] = t + (D + u) * S < cend ? __ldcs(wbase + (size_t)(t + (D + u) * S) * 8) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int u = 0; u < D; u++) tile<B, false, true>(cu[u], xs + (t + u * S - c0) * 16, xstride, p, gmask, 16, acc);
+            }
+            for (; t < cend; t += D * S) {
+                uint4 cu[D];
+#pragma unroll
+                for (int u = 0; u < D; u++) cu[u] = nx[u];
+#pragma unroll
+                for (int u = 0; u < D; u++)
+                    nx[u] = t + (D + u) * S < cend ? __ldcs(wbase + (size_t)(t + (D + u) * S) * 8) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int u = 0; u < D; u++)
+                    if (t + u * S < cend) tile<B, false, false>(cu[u], xs + (t + u * S - c0) * 16, xstride, p, gmask, 16, acc);
+            }
+            /* The partial last tile (n % 16 columns) is the last of its slot's chain; it sits in the last chunk. */
+            if (c1 == a.T && a.Tf < a.T && (a.T - 1) % S == slot) {
+                const uint4 wd = __ldcs(wbase + (size_t)(a.T - 1) * 8);
+                tile<B, true, false>(wd, xs + (a.T - 1 - c0) * 16, xstride, p, gmask, a.n - 16 * (a.T - 1), acc);
+            }
+        }
+    }
+
+    if (valid) {
+        /* Outliers of rows 2p and 2p+1: this slot takes l = slot, slot + S, ... in ascending order, U at
+         * a time per row (the words, then their permuted columns, then the products: loads in flight
+         * together). The l-th outlier of row 16R + k is word ro[row] + l (CSR) or ro[R] + 16 l + k
+         * (PTCSR, where 0 words are padding: they only end a row, and contribute nothing). */
+        constexpr int U = B <= 4 ? 8 : 4;
+        int first[2] = {0, 0}, cnt[2] = {0, 0}, step = 1;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int k = 2 * p + r;
+            if (a.kind == QG_SPQR_OUTLIERS_CSR) {
+                first[r] = a.ro[16 * R + k];
+                cnt[r] = a.ro[16 * R + k + 1] - first[r];
+            } else if (a.kind == QG_SPQR_OUTLIERS_PTCSR) {
+                first[r] = a.ro[R] + k;
+                cnt[r] = (a.ro[R + 1] - a.ro[R]) / 16;
+                step = 16;
+            }
+        }
+        const int most = max(cnt[0], cnt[1]);
+        /* When the only chunk covers all n columns, x' is read from it by column (no permutation lookup). */
+        const bool whole = a.ct >= a.T;
+        for (int j = slot; j < most; j += U * S) {
+            uint32_t w[2][U], pc[2][U];
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const int l = j + u * S;
+                    w[r][u] = l < cnt[r] ? __ldg(a.cv + first[r] + l * step) : 0u;
+                }
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    pc[r][u] = (a.perm && !whole) ? (uint32_t)__ldg(a.perm + (w[r][u] & 0xFFFFu)) : (w[r][u] & 0xFFFFu);
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    if (j + u * S >= cnt[r] || (a.kind == QG_SPQR_OUTLIERS_PTCSR && w[r][u] == 0)) continue;
+                    const float v = __half2float(__ushort_as_half((uint16_t)(w[r][u] >> 16)));
+#pragma unroll
+                    for (int b = 0; b < B; b++) {
+                        float xv;
+                        if (whole) {
+                            xv = xs[b * xstride + (int)pc[r][u]];
+                        } else {
+                            const uint16_t h = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc[r][u]] : __ldg(a.x + (size_t)b * (size_t)a.n + pc[r][u]);
+                            xv = __half2float(__ushort_as_half(h));
+                        }
+                        acc[r][b] = __fmaf_rn(v, xv, acc[r][b]);
+                    }
+                }
+        }
+    }
+
+    /* Fixed-order reduction: groups by butterfly (every lane ends with the same sum), then warps of the
+     * tile row in ascending order. */
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int b = 0; b < B; b++) {
+            float v = acc[r][b];
+            v += __shfl_xor_sync(0xFFFFFFFFu, v, 8);
+            v += __shfl_xor_sync(0xFFFFFFFFu, v, 16);
+            acc[r][b] = v;
+        }
+    if (a.wc == 1) {
+        if (valid && g == 0)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int b = 0; b < B; b++) {
+                    const size_t o = (size_t)b * (size_t)a.m + (size_t)(16 * R + 2 * p + r);
+                    if (a.y32) a.y32[o] = acc[r][b];
+                    if (a.y16) a.y16[o] = f32_to_f16_bits(acc[r][b]);
+                }
+        return;
+    }
+    if (g == 0)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int b = 0; b < B; b++) red[(warp * 16 + 2 * p + r) * B + b] = acc[r][b];
+    __syncthreads();
+    for (int idx = tid; idx < a.rb * 16 * B; idx += THREADS) {
+        const int rl = idx / (16 * B), k = (idx / B) % 16, b = idx % B, Rr = blockIdx.x * a.rb + rl;
+        if (Rr >= a.RT) continue;
+        float s = red[((rl * a.wc) * 16 + k) * B + b];
+        for (int w = 1; w < a.wc; w++) s += red[((rl * a.wc + w) * 16 + k) * B + b];
+        const size_t o = (size_t)b * (size_t)a.m + (size_t)(16 * Rr + k);
+        if (a.y32) a.y32[o] = s;
+        if (a.y16) a.y16[o] = f32_to_f16_bits(s);
+    }
+}
+
+template <int B>
+int launch_b(const kargs &a0, cudaStream_t s)
+{
+    static int attr_set = 0; /* the opt-in above 48 KiB, once per instantiation */
+    kargs a = a0;
+    const int S = 4 * a.wc;
+    const size_t raw_bytes = ((size_t)a.n * B * 2 + 15) / 16 * 16;
+    a.raw = raw_bytes <= (size_t)RAW_MAX;
+    int ct = (int)(((size_t)SMEM_BYTES - (a.raw ? raw_bytes : 0)) / (64 * B));
+    ct -= ct % S; /* >= S: 36 KiB / (64 * 16) >= 32 >= S */
+    const int tmax = (a.T + S - 1) / S * S;
+    if (ct > tmax) ct = tmax;
+    a.ct = ct;
+    const size_t smem = (size_t)B * (size_t)ct * 64 + (a.raw ? raw_bytes : 0);
+    if (!attr_set) {
+        cudaError_t e = cudaFuncSetAttribute(k_spqr<B>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+        if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_spqr)", e);
+        attr_set = 1;
+    }
+    const unsigned grid = (unsigned)((a.RT + a.rb - 1) / a.rb);
+    k_spqr<B><<<grid, THREADS, smem, s>>>(a);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_spqr launch", e);
+}
+
+int launch(const qg_spqr_dev_layer *L, const uint16_t *x, size_t batch, float *y32, uint16_t *y16, cudaStream_t s)
+{
+    kargs a;
+    a.dense = reinterpret_cast<const uint4 *>(L->dense);
+    a.kind = (int)L->outliers;
+    a.ro = L->row_offsets;
+    a.cv = L->col_vals;
+    a.perm = L->perm;
+    a.x = x;
+    a.y32 = y32;
+    a.y16 = y16;
+    a.m = (int)L->m;
+    a.n = (int)L->n;
+    a.T = (int)((L->n + 15) / 16);
+    a.Tf = (int)(L->n / 16);
+    a.RT = (int)(L->m / 16);
+    int rb = 1;
+    while (rb < WARPS && (size_t)a.RT / (size_t)(2 * rb) >= min_blocks(L->n)) rb *= 2;
+    a.rb = rb;
+    a.wc = WARPS / rb;
+    a.ct = 0;
+    a.raw = 0;
+    switch (batch) {
+#define QG_CASE(BB) \
+    case BB: return launch_b<BB>(a, s);
+        QG_CASE(1) QG_CASE(2) QG_CASE(3) QG_CASE(4) QG_CASE(5) QG_CASE(6) QG_CASE(7) QG_CASE(8)
+        QG_CASE(9) QG_CASE(10) QG_CASE(11) QG_CASE(12) QG_CASE(13) QG_CASE(14) QG_CASE(15) QG_CASE(16)
+#undef QG_CASE
+    default: return QG_ERR_spqr_batch_out_of_range;
+    }
+}
+
+template <typename E>
+int to_dev(E **d, const E *h, size_t count)
+{
+    int rc = QG_ERR_ok;
+    *d = nullptr;
+    if (count == 0 || h == nullptr) return rc;
+    QG_CUDA_TRY(cudaMalloc((void **)d, count * sizeof(E)));
+    QG_CUDA_TRY(cudaMemcpy(*d, h, count * sizeof(E), cudaMemcpyHostToDevice));
+done:
+    return rc;
+}
+
+} // namespace
+
+extern "C" int qg_spqr_gemv_cuda(const qg_spqr_layer *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
+{
+    if (x == nullptr || (y_f32 == nullptr && y_f16 == nullptr)) return QG_ERR_argument_invalid;
+    int rc = qg_spqr_validate(L);
+    if (rc != QG_ERR_ok) return rc;
+    if (batch < 1 || batch > QG_SPQR_MAX_BATCH) return QG_ERR_spqr_batch_out_of_range;
+    const size_t m = L->m, n = L->n, ny = m * batch;
+    const bool has_out = L->outliers != QG_SPQR_OUTLIERS_NONE;
+    uint64_t *dd = nullptr;
+    int32_t *dro = nullptr;
+    uint32_t *dcv = nullptr;
+    uint16_t *dp = nullptr, *dx = nullptr;
+    qg_guarded_dev g32 = {}, g16 = {};
+    qg_spqr_dev_layer D;
+    if ((rc = to_dev(&dd, L->dense, L->dense_words)) != QG_ERR_ok) goto done;
+    if (has_out && (rc = to_dev(&dro, L->row_offsets, L->row_offsets_len)) != QG_ERR_ok) goto done;
+    if (has_out && (rc = to_dev(&dcv, L->col_vals, L->nnz)) != QG_ERR_ok) goto done;
+    if ((rc = to_dev(&dp, L->perm, L->perm ? n : 0)) != QG_ERR_ok) goto done;
+    if ((rc = to_dev(&dx, x, n * batch)) != QG_ERR_ok) goto done;
+    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, ny * 4)) != QG_ERR_ok) goto done;
+    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, ny * 2)) != QG_ERR_ok) goto done;
+    D.m = m;
+    D.n = n;
+    D.dense = dd;
+    D.outliers = has_out ? L->outliers : QG_SPQR_OUTLIERS_NONE;
+    D.row_offsets = dro;
+    D.col_vals = dcv;
+    D.perm = dp;
+    rc = launch(&D, dx, batch, (float *)g32.payload, (uint16_t *)g16.payload, 0);
+    if (rc != QG_ERR_ok) goto done;
+    QG_CUDA_TRY(cudaDeviceSynchronize());
+    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
+    if (y_f16) rc = qg_guarded_dev_finish(&g16, y_f16);
+done:
+    if (dd) cudaFree(dd);
+    if (dro) cudaFree(dro);
+    if (dcv) cudaFree(dcv);
+    if (dp) cudaFree(dp);
+    if (dx) cudaFree(dx);
+    qg_guarded_dev_free(&g32);
+    qg_guarded_dev_free(&g16);
+    return rc;
+}
+
+extern "C" int qg_spqr_gemv_cuda_async(const qg_spqr_dev_layer *L, const void *dx, size_t batch, float *dy_f32, uint16_t *dy_f16,
+                                       void *stream)
+{
+    if (L == nullptr || dx == nullptr || (dy_f32 == nullptr && dy_f16 == nullptr)) return QG_ERR_argument_invalid;
+    if (L->m == 0 || L->m % 16 != 0) return QG_ERR_spqr_rows_not_multiple;
+    if (L->n == 0 || L->n > QG_SPQR_MAX_N) return QG_ERR_spqr_cols_out_of_range;
+    return launch(L, (const uint16_t *)dx, batch, dy_f32, dy_f16, (cudaStream_t)stream);
+}
