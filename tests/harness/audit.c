@@ -2,6 +2,7 @@
  * kernels of the file's format the inner loop; a case is run by every kernel whose path it names.
  * Every kernel call is guarded (poison + canaries, run twice: full write, no overrun, determinism). */
 #include "audit.h"
+#include "audit_formats.h"
 
 #include "compare.h"
 #include "fixture.h"
@@ -112,12 +113,22 @@ static int run_convert_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
 /* ---- K-quants ---------------------------------------------------------------------------------- */
 
 /* An invalid case: the kernel must return exactly the error the fixture names. */
-static int expect_error(qgh_file *f, const qgh_case_info *ci, int got, qg_err *e)
+int qga_expect_error(qgh_file *f, const qgh_case_info *ci, int got, qg_err *e)
 {
     int want = qg_error_from_name(ci->error);
     if (got == want) return QG_ERR_ok;
     return qg_err_set(e, QG_ERR_mismatch, "%s: case %s (%s): kernel returned %s, the fixture expects %s", qgh_name(f), ci->case_id,
                       ci->description, qg_error_name(got), ci->error);
+}
+
+int qga_attr_range(qgh_file *f, const qgh_case_info *ci, const char *attr, int64_t lo, int64_t hi, int64_t *v, qg_err *e)
+{
+    int rc = qgh_attr_i64(f, ci->name, attr, v, e);
+    if (rc) return rc;
+    if (*v < lo || *v > hi)
+        return qg_err_set(e, QG_ERR_fixture_attr_invalid, "%s: /%s@%s = %lld is outside [%lld, %lld]", qgh_name(f), ci->name, attr,
+                          (long long)*v, (long long)lo, (long long)hi);
+    return QG_ERR_ok;
 }
 
 static int read_dims(qgh_file *f, const qgh_case_info *ci, int64_t *rows, int64_t *cols, int64_t *batch, qg_err *e)
@@ -132,7 +143,7 @@ static int read_dims(qgh_file *f, const qgh_case_info *ci, int64_t *rows, int64_
     return QG_ERR_ok;
 }
 
-static int guard_fail(qgh_file *f, const qgh_case_info *ci, int rc, qg_err *e)
+int qga_guard_fail(qgh_file *f, const qgh_case_info *ci, int rc, qg_err *e)
 {
     char tmp[sizeof e->msg];
     snprintf(tmp, sizeof tmp, "%s", e->msg);
@@ -168,7 +179,7 @@ static int run_kq_dequant_case(const qg_kernel *k, qgh_file *f, const qgh_case_i
         return qg_err_set(e, QG_ERR_alloc_failed, "out of memory");
     }
     if (strcmp(ci->expect, "invalid") == 0) {
-        rc = expect_error(f, ci, call_kq_dequant(&c, out), e);
+        rc = qga_expect_error(f, ci, call_kq_dequant(&c, out), e);
     } else {
         size_t dims[2] = {(size_t)rows, (size_t)cols};
         const char *names[2] = {"expected_f32", "expected_f16"};
@@ -178,7 +189,7 @@ static int run_kq_dequant_case(const qg_kernel *k, qgh_file *f, const qgh_case_i
             c.f16 = v;
             rc = qg_call_guarded(call_kq_dequant, &c, out, n, v ? 2 : 4, e);
             if (rc != QG_ERR_ok) {
-                guard_fail(f, ci, rc, e);
+                qga_guard_fail(f, ci, rc, e);
             } else {
                 qg_exact_report rep;
                 /* NaNs here come from arithmetic on inf/NaN scales: their sign is the machine's. */
@@ -226,7 +237,7 @@ static int run_kq_quantize_case(const qg_kernel *k, qgh_file *f, const qgh_case_
     unsigned char *out = malloc(nbytes ? nbytes : 1);
     rc = out ? qg_call_guarded(call_kq_quantize, &c, out, nbytes, 1, e) : QG_ERR_alloc_failed;
     if (rc != QG_ERR_ok) {
-        guard_fail(f, ci, rc, e);
+        qga_guard_fail(f, ci, rc, e);
     } else {
         qg_exact_report rep;
         rc = qg_compare_exact(QG_ELEM_U8, ex.data, out, nbytes, &rep);
@@ -292,7 +303,7 @@ static int run_kq_dot_case(const qg_kernel *k, qgh_file *f, const qgh_case_info 
     kq_dot_ctx c = {k, t, w.data, q8.data, (size_t)cols, nb};
     rc = out ? qg_call_guarded(call_kq_dot, &c, out, 2 * nb + 1, 4, e) : QG_ERR_alloc_failed;
     if (rc != QG_ERR_ok) {
-        guard_fail(f, ci, rc, e);
+        qga_guard_fail(f, ci, rc, e);
     } else {
         qg_exact_report rep;
         for (int v = 0; v < 2 && rc == QG_ERR_ok; v++) {
@@ -366,7 +377,7 @@ static int run_kq_gemv_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
     if (!y || !yb || !y16) {
         rc = qg_err_set(e, QG_ERR_alloc_failed, "out of memory");
     } else if (strcmp(ci->expect, "invalid") == 0) {
-        rc = expect_error(f, ci, call_kq_gemv(&c, y), e);
+        rc = qga_expect_error(f, ci, call_kq_gemv(&c, y), e);
     } else {
         size_t dy[2] = {(size_t)batch, (size_t)rows};
         if ((rc = qgh_read(f, ci->name, "ystar", QGH_F64, NULL, 2, dy, &ystar, e)) ||
@@ -374,7 +385,7 @@ static int run_kq_gemv_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
             goto out;
         qg_bound_report br;
         if ((rc = qg_call_guarded(call_kq_gemv, &c, y, ny, 4, e))) {
-            guard_fail(f, ci, rc, e);
+            qga_guard_fail(f, ci, rc, e);
             goto out;
         }
         rc = qg_compare_bounded(&k->numerics, (long)cols, ystar.data, sabs.data, NULL, y, ny, &br);
@@ -386,7 +397,7 @@ static int run_kq_gemv_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
         }
         c.f16 = 1;
         if ((rc = qg_call_guarded(call_kq_gemv, &c, y16, ny, 2, e))) {
-            guard_fail(f, ci, rc, e);
+            qga_guard_fail(f, ci, rc, e);
             goto out;
         }
         for (size_t i = 0; i < ny; i++) y[i] = qg_f16_to_f32(y16[i]);
@@ -434,6 +445,13 @@ static int run_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg
     case QG_KIND_KQ_QUANTIZE: return run_kq_quantize_case(k, f, ci, row, e);
     case QG_KIND_KQ_DOT: return run_kq_dot_case(k, f, ci, row, e);
     case QG_KIND_KQ_GEMV: return run_kq_gemv_case(k, f, ci, row, e);
+    case QG_KIND_SPQR_DEQUANT:
+    case QG_KIND_SPQR_GEMV: return qga_run_spqr_case(k, f, ci, row, e);
+    case QG_KIND_RANS_NORMALIZE:
+    case QG_KIND_RANS_ENCODE:
+    case QG_KIND_RANS_DECODE:
+    case QG_KIND_RANS_GEMV:
+    case QG_KIND_INT8_GEMV: return qga_run_rans_case(k, f, ci, row, e);
     }
     return qg_err_set(e, QG_ERR_unsupported, "kernel %s: no audit runner for its kind", k->name);
 }
@@ -447,6 +465,22 @@ static void init_row(qg_audit_row *row, const qg_kernel *k, const char *file)
     row->kernel = k->name;
     row->tier = k->numerics.tier;
     snprintf(row->file, sizeof row->file, "%s", file);
+}
+
+/* Which cases a kernel runs: those naming its path, plus the cases another path's kernels share with it
+ * (reference/spec/fixtures.md): the plain int8 GEMV checks the rANS gemv cases; rANS decoders decode
+ * the containers of the encode cases; every rANS reader meets the corrupt corpus; the SpQR dequantizer
+ * must reject the invalid gemv layers too. */
+static int path_matches(const qg_kernel *k, const qgh_case_info *ci)
+{
+    if (strcmp(ci->path, k->path) == 0) return 1;
+    switch (k->kind) {
+    case QG_KIND_INT8_GEMV: return strcmp(ci->path, "gemv") == 0;
+    case QG_KIND_RANS_DECODE: return strcmp(ci->path, "encode") == 0 || strcmp(ci->path, "corrupt") == 0;
+    case QG_KIND_RANS_GEMV: return strcmp(ci->path, "corrupt") == 0;
+    case QG_KIND_SPQR_DEQUANT: return strcmp(ci->path, "gemv") == 0 && strcmp(ci->expect, "invalid") == 0;
+    default: return 0;
+    }
 }
 
 static int format_selected(const qg_audit_opts *o, const char *fmt)
@@ -539,7 +573,7 @@ int qg_audit(const qg_audit_opts *o, qg_audit_sink sink, void *ctx, qg_audit_sum
                 for (size_t c = 0; c < qgh_case_count(f) && row.verdict != QG_AUDIT_FAIL; c++) {
                     qgh_case_info ci;
                     if ((rc = qgh_read_case_info(f, qgh_case_name(f, c), &ci, &e)) == QG_ERR_ok) {
-                        if (strcmp(ci.path, k->path) != 0) continue;
+                        if (!path_matches(k, &ci)) continue;
                         rc = run_case(k, f, &ci, &row, &e);
                         row.cases++;
                     }

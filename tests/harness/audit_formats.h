@@ -1,0 +1,22 @@
+/* Internal to the audit: the per-format case runners that live in their own files (audit_spqr.c,
+ * audit_rans.c) and the helpers of audit.c they share. A runner checks one fixture case with one
+ * kernel, at the kernel's tier, through guarded calls (guard.h), and adds what it compared to `row`. */
+#ifndef QGOLD_AUDIT_FORMATS_H
+#define QGOLD_AUDIT_FORMATS_H
+
+#include "audit.h"
+#include "fixture.h"
+
+#include <stdint.h>
+
+/* An invalid case: `got` must be exactly the error the fixture names (ci->error). */
+int qga_expect_error(qgh_file *f, const qgh_case_info *ci, int got, qg_err *e);
+/* Prefixes a guarded call's failure with the file and case id. */
+int qga_guard_fail(qgh_file *f, const qgh_case_info *ci, int rc, qg_err *e);
+/* An int64 case attribute that must lie in [lo, hi] (fixture_attr_invalid otherwise). */
+int qga_attr_range(qgh_file *f, const qgh_case_info *ci, const char *attr, int64_t lo, int64_t hi, int64_t *v, qg_err *e);
+
+int qga_run_spqr_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e);
+int qga_run_rans_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e);
+
+#endif
