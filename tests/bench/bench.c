@@ -401,6 +401,8 @@ int qg_bench_run(const qg_bench_opts *o)
         qg_bench_note(o, "cpu_threads", "%d", threads);
         qg_bench_note(o, "BW_read_GBps", "%.2f", bw / 1e9);
         if (qg_kq_from_name(o->format) >= 0) rc |= bench_cpu_kq(o, threads, bw);
+        else if (!strcmp(o->format, "spqr")) rc |= qg_bench_cpu_spqr(o, threads, bw);
+        else if (!strcmp(o->format, "rans")) rc |= qg_bench_cpu_rans(o, threads, bw);
         else rc |= bench_cpu_convert(o, threads, bw);
     }
 #if QG_HAVE_CUDA

@@ -44,8 +44,14 @@ void qg_bench_emit(const qg_bench_opts *o, const qg_bench_row *r);
 void qg_bench_note(const qg_bench_opts *o, const char *key, const char *fmt, ...);
 double qg_bench_median(double *v, int n, double *lo, double *hi);
 double qg_now(void);
+/* Per-format halves in their own files (bench_spqr.c, bench_rans.c; bench_gpu_spqr.cu, bench_gpu_rans.cu):
+ * CPU kernels against the measured read bandwidth, GPU kernels against their same-run baseline. */
+int qg_bench_cpu_spqr(const qg_bench_opts *o, int threads, double bw_read);
+int qg_bench_cpu_rans(const qg_bench_opts *o, int threads, double bw_read);
 #if QG_HAVE_CUDA
 int qg_bench_gpu(const qg_bench_opts *o);
+int qg_bench_gpu_spqr(const qg_bench_opts *o, double bw_copy);
+int qg_bench_gpu_rans(const qg_bench_opts *o, double bw_copy);
 #endif
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
  * more than the 50 MB L2 of an H100, so no figure measures the cache.
  */
 #include "bench.h"
+#include "bench_gpu.h"
 
 #include "qgold/cuda.h"
 #include "qgold/kernels_kquants.h"
@@ -189,6 +190,13 @@ __global__ void k_fill_half(uint16_t *p, size_t n)
     }
 }
 
+} // namespace
+
+void qg_bench_fill_bytes(uint8_t *p, size_t n, uint32_t seed) { k_fill_bytes<<<1024, 256>>>(p, n, seed); }
+void qg_bench_fill_half(uint16_t *p, size_t n) { k_fill_half<<<1024, 256>>>(p, n); }
+
+namespace {
+
 struct gemv_ctx {
     qg_ktype t;
     uint8_t **w;
@@ -204,19 +212,12 @@ int gemv_launch(void *vctx, int call, cudaStream_t s)
     return qg_kq_gemv_cuda_async(c->t, c->w[call % c->ncopies], c->rows, c->cols, c->x, c->batch, nullptr, c->y, s);
 }
 
-struct blas_ctx {
-    cublasHandle_t h;
-    __half **w;
-    int ncopies;
-    size_t rows, cols, batch;
-    const __half *x;
-    __half *y;
-};
+} // namespace
 
 /* Y (rows x batch, column-major) = W (rows x cols, row-major = cols x rows column-major)^T X. */
-int blas_launch(void *vctx, int call, cudaStream_t s)
+int qg_bench_blas_launch(void *vctx, int call, cudaStream_t s)
 {
-    blas_ctx *c = (blas_ctx *)vctx;
+    qg_bench_blas_ctx *c = (qg_bench_blas_ctx *)vctx;
     const float one = 1.0f, zero = 0.0f;
     cublasSetStream(c->h, s);
     cublasStatus_t st = cublasGemmEx(c->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)c->rows, (int)c->batch, (int)c->cols, &one,
@@ -230,12 +231,25 @@ int blas_launch(void *vctx, int call, cudaStream_t s)
 }
 
 /* Enough copies that one pass streams >= 12 x the L2 size (bench spec), at least 2. */
-int copies_for(size_t bytes, size_t l2)
+int qg_bench_copies_for(size_t bytes, size_t l2)
 {
     size_t want = 12 * l2;
     size_t n = (want + bytes - 1) / bytes;
     return (int)(n < 2 ? 2 : n > 256 ? 256 : n);
 }
+
+int qg_bench_cublas_open(cublasHandle_t *h, void **ws)
+{
+    if (cublasCreate(h) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "qgold bench: cublasCreate failed\n");
+        return 1;
+    }
+    CK(cudaMalloc(ws, (size_t)32 << 20));
+    cublasSetWorkspace(*h, *ws, (size_t)32 << 20); /* no allocation inside graph capture */
+    return 0;
+}
+
+namespace {
 
 int bench_kq(const qg_bench_opts *o, double bw)
 {
@@ -256,20 +270,15 @@ int bench_kq(const qg_bench_opts *o, double bw)
     if (ns > 0) shapes = (const size_t(*)[2])custom, nshapes = (size_t)ns;
     if (nbt > 0) batches = cbatches, nbatches = (size_t)nbt;
     cublasHandle_t h;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "qgold bench: cublasCreate failed\n");
-        return 1;
-    }
     void *ws = nullptr;
-    CK(cudaMalloc(&ws, (size_t)32 << 20));
-    cublasSetWorkspace(h, ws, (size_t)32 << 20); /* no allocation inside graph capture */
+    if (qg_bench_cublas_open(&h, &ws) != 0) return 1;
     qg_bench_note(o, "L2_bytes", "%zu", l2);
     qg_bench_note(o, "baseline", "cuBLAS cublasGemmEx fp16 in/out, fp32 compute, same shape and batch, interleaved");
     int rc = 0;
     for (size_t si = 0; si < nshapes && rc == 0; si++) {
         const size_t rows = shapes[si][0], cols = shapes[si][1];
         const size_t qbytes = rows * (cols / 256) * bb, hbytes = rows * cols * 2;
-        const int nq = copies_for(qbytes, l2), nh = copies_for(hbytes, l2);
+        const int nq = qg_bench_copies_for(qbytes, l2), nh = qg_bench_copies_for(hbytes, l2);
         uint8_t *wq[256] = {nullptr};
         __half *wh[256] = {nullptr};
         uint16_t *x = nullptr, *y = nullptr;
@@ -289,13 +298,13 @@ int bench_kq(const qg_bench_opts *o, double bw)
         for (size_t bi = 0; bi < nbatches && rc == 0; bi++) {
             const size_t B = batches[bi];
             gemv_ctx gc = {t, wq, nq, rows, cols, B, x, y};
-            blas_ctx bc = {h, wh, nh, rows, cols, B, (const __half *)x, (__half *)y};
+            qg_bench_blas_ctx bc = {h, wh, nh, rows, cols, B, (const __half *)x, (__half *)y};
             /* Interleaved: each repetition times the baseline graph, then ours. */
             double tq[64], tb[64], lo, hi, tmp_lo, tmp_hi;
             qg_bench_opts one = *o;
             one.reps = 1;
             for (int r = 0; r < o->reps && rc == 0; r++) {
-                rc = qg_bench_time_graph(&one, nh * 2, blas_launch, &bc, &tb[r], &tmp_lo, &tmp_hi);
+                rc = qg_bench_time_graph(&one, nh * 2, qg_bench_blas_launch, &bc, &tb[r], &tmp_lo, &tmp_hi);
                 if (rc == 0) rc = qg_bench_time_graph(&one, nq * 2, gemv_launch, &gc, &tq[r], &tmp_lo, &tmp_hi);
             }
             if (rc != 0) break;
@@ -337,5 +346,7 @@ extern "C" int qg_bench_gpu(const qg_bench_opts *o)
     qg_bench_note(o, "BW_copy_GBps", "%.1f", bw / 1e9);
     if (!strcmp(o->format, "fp16")) return bench_convert(o, bw);
     if (qg_kq_from_name(o->format) >= 0) return bench_kq(o, bw);
+    if (!strcmp(o->format, "spqr")) return qg_bench_gpu_spqr(o, bw);
+    if (!strcmp(o->format, "rans")) return qg_bench_gpu_rans(o, bw);
     return 0;
 }
