@@ -8,6 +8,7 @@
 #include "audit.h"
 #include "bench.h"
 #include "qgold/kquants.h"
+#include "qgold/rans.h"
 #include "qgold/registry.h"
 #if QG_HAVE_CUDA
 #include "qgold/cuda.h"
@@ -30,6 +31,7 @@ static const char *k_usage_main =
     "  bench    measure kernels against bandwidth (and baselines) measured in the same run\n"
     "  quantize float32 values -> K-quant blocks (reference quantizer), raw little-endian files\n"
     "  dequant  K-quant blocks -> float32 values on any backend, raw little-endian files\n"
+    "  rans     encode, decode or check rANS-compressed int8 tile containers\n"
     "\n"
     "qgold <command> --help shows the options of a command.\n";
 
@@ -425,6 +427,189 @@ static int cmd_dequant(int argc, char **argv)
     return rc;
 }
 
+static const char *k_usage_rans =
+    "usage: qgold rans encode --rows M --cols K --in W.i8 --scales S.f32 --out F.rans [--predictor auto|0|1|2|3] [--checksums]\n"
+    "       qgold rans decode --in F.rans --out W.i8\n"
+    "       qgold rans check F.rans\n"
+    "\n"
+    "rANS-compressed int8 tiles (reference/spec/rans.md), reference coder. W.i8 holds M x K int8 codes\n"
+    "row-major, S.f32 M float32 row scales, both raw little-endian. encode writes the pinned container\n"
+    "(--predictor: one mode for every tile, default auto; --checksums: per-tile Adler-32). decode writes\n"
+    "the M x K bytes back. check validates the structure and decodes every tile: prints OK and the\n"
+    "compression ratio, or the error name and where it was found (exit 1).\n";
+
+/* A whole file of any size; NULL (with a message) when it cannot be read. */
+static uint8_t *read_any(const char *path, size_t *n)
+{
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL) {
+        fprintf(stderr, "qgold: cannot open %s\n", path);
+        return NULL;
+    }
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    uint8_t *buf = size >= 0 ? malloc((size_t)size + 1) : NULL;
+    if (buf == NULL || fread(buf, 1, (size_t)size, fp) != (size_t)size) {
+        fprintf(stderr, "qgold: cannot read %s\n", path);
+        free(buf);
+        buf = NULL;
+    } else {
+        *n = (size_t)size;
+    }
+    fclose(fp);
+    return buf;
+}
+
+static int rans_fail(const char *path, int rc, const char *where)
+{
+    fprintf(stderr, "qgold: %s: %s in %s: %s\n", path, qg_error_name(rc), where, qg_error_message(rc));
+    return 1;
+}
+
+/* Where a structural error sits, by its kind. */
+static const char *rans_where(int rc)
+{
+    switch (rc) {
+    case QG_ERR_rans_bad_magic: return "the magic (bytes 0-3)";
+    case QG_ERR_rans_bad_header: return "the header (bytes 0-63)";
+    case QG_ERR_rans_bad_table: return "the frequency table (bytes 64-575)";
+    case QG_ERR_rans_bad_tile_meta: return "the tile metadata or region layout";
+    case QG_ERR_rans_bad_state: return "a tile's initial states";
+    default: return "the container";
+    }
+}
+
+static int rans_check_file(const char *path)
+{
+    size_t len = 0;
+    uint8_t *buf = read_any(path, &len);
+    if (buf == NULL) return 1;
+    qg_rans_header h;
+    int rc = qg_rans_check(buf, len, &h);
+    if (rc != QG_ERR_ok) {
+        free(buf);
+        return rans_fail(path, rc, rans_where(rc));
+    }
+    uint8_t *tile = malloc((size_t)QG_RANS_TILE * QG_RANS_TILE);
+    const size_t n = (size_t)h.tiles_r * h.tiles_c;
+    for (size_t k = 0; k < n && tile != NULL && rc == QG_ERR_ok; k++) {
+        rc = qg_rans_decode_tile_ref(buf, len, &h, k, tile);
+        if (rc != QG_ERR_ok) {
+            char where[96];
+            snprintf(where, sizeof where, "tile %zu (row %zu, column %zu of %u x %u tiles)", k, k / h.tiles_c, k % h.tiles_c,
+                     h.tiles_r, h.tiles_c);
+            rans_fail(path, rc, where);
+        }
+    }
+    if (tile == NULL) rc = QG_ERR_alloc_failed;
+    if (rc == QG_ERR_ok) {
+        const double raw = (double)h.M * (double)h.K;
+        printf("OK %s: %u x %u int8, %zu tiles, %zu bytes, ratio %.4f (container / raw int8)\n", path, h.M, h.K, n, len,
+               raw > 0 ? (double)len / raw : 0.0);
+    }
+    free(tile);
+    free(buf);
+    return rc == QG_ERR_ok ? 0 : 1;
+}
+
+static int cmd_rans(int argc, char **argv)
+{
+    if (argc < 1) return usage_error(k_usage_rans, "%s", "rans needs a subcommand (encode, decode, check)");
+    const char *sub = argv[0];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
+        printf("%s", k_usage_rans);
+        return 0;
+    }
+    if (strcmp(sub, "encode") != 0 && strcmp(sub, "decode") != 0 && strcmp(sub, "check") != 0)
+        return usage_error(k_usage_rans, "unknown rans subcommand '%s'", sub);
+    const char *in = NULL, *out = NULL, *scales = NULL, *pred = NULL, *file = NULL;
+    long long rows = -1, cols = -1;
+    int checksums = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0) {
+            printf("%s", k_usage_rans);
+            return 0;
+        }
+        if (strcmp(sub, "check") == 0 && k[0] != '-' && file == NULL) {
+            file = k;
+            continue;
+        }
+        if (strcmp(sub, "encode") == 0 && strcmp(k, "--checksums") == 0) {
+            checksums = 1;
+            continue;
+        }
+        if (k[0] != '-' || (strcmp(sub, "check") == 0)) return usage_error(k_usage_rans, "unexpected argument '%s'", k);
+        if (i + 1 >= argc) return usage_error(k_usage_rans, "option %s needs a value", k);
+        const char *v = argv[++i];
+        const int enc = strcmp(sub, "encode") == 0;
+        if (strcmp(k, "--in") == 0) in = v;
+        else if (strcmp(k, "--out") == 0) out = v;
+        else if (enc && strcmp(k, "--scales") == 0) scales = v;
+        else if (enc && strcmp(k, "--predictor") == 0) pred = v;
+        else if (enc && (strcmp(k, "--rows") == 0 || strcmp(k, "--cols") == 0)) {
+            char *end = NULL;
+            long long n = strtoll(v, &end, 10);
+            if (end == v || *end != '\0' || n < 0 || n > 0xFFFFFFFFLL)
+                return usage_error(k_usage_rans, "%s must be an integer in 0..2^32-1", k);
+            if (k[2] == 'r') rows = n;
+            else cols = n;
+        } else return usage_error(k_usage_rans, "unexpected argument '%s'", k);
+    }
+    if (strcmp(sub, "check") == 0) {
+        if (file == NULL) return usage_error(k_usage_rans, "%s", "rans check needs a file");
+        return rans_check_file(file);
+    }
+    if (strcmp(sub, "decode") == 0) {
+        if (in == NULL || out == NULL) return usage_error(k_usage_rans, "%s", "rans decode needs --in and --out");
+        size_t len = 0;
+        uint8_t *buf = read_any(in, &len);
+        if (buf == NULL) return 1;
+        qg_rans_header h;
+        int rc = qg_rans_check(buf, len, &h);
+        if (rc != QG_ERR_ok) {
+            free(buf);
+            return rans_fail(in, rc, rans_where(rc));
+        }
+        const size_t n = (size_t)h.M * h.K;
+        uint8_t *w = malloc(n ? n : 1);
+        rc = w ? qg_rans_decode_ref(buf, len, w, n) : QG_ERR_alloc_failed;
+        if (rc != QG_ERR_ok) rans_fail(in, rc, "decoding (qgold rans check names the tile)");
+        else if ((rc = write_all(out, w, n)) == 0) printf("qgold: %zu bytes of rans -> %u x %u int8\n", len, h.M, h.K);
+        free(buf);
+        free(w);
+        return rc ? 1 : 0;
+    }
+    if (in == NULL || out == NULL || scales == NULL || rows < 0 || cols < 0)
+        return usage_error(k_usage_rans, "%s", "rans encode needs --rows, --cols, --in, --scales and --out");
+    int mode = QG_RANS_AUTO;
+    if (pred != NULL && strcmp(pred, "auto") != 0) {
+        if (strlen(pred) != 1 || pred[0] < '0' || pred[0] > '3')
+            return usage_error(k_usage_rans, "--predictor takes auto, 0, 1, 2 or 3, got '%s'", pred);
+        mode = pred[0] - '0';
+    }
+    const uint32_t M = (uint32_t)rows, K = (uint32_t)cols;
+    const size_t n = (size_t)M * K, ntiles = (size_t)((M + 255ull) / 256) * (size_t)((K + 255ull) / 256);
+    uint8_t *w = read_exact(in, n, "rows * cols int8 codes");
+    float *sc = w ? read_exact(scales, (size_t)M * 4, "rows float32 scales") : NULL;
+    uint8_t *modes = malloc(ntiles ? ntiles : 1), *c = NULL;
+    size_t len = 0;
+    int rc = 1;
+    if (w != NULL && sc != NULL && modes != NULL) {
+        memset(modes, mode, ntiles);
+        rc = qg_rans_encode(w, sc, M, K, modes, checksums, &c, &len);
+        if (rc != QG_ERR_ok) rc = rans_fail(in, rc, "encoding");
+        else if ((rc = write_all(out, c, len)) == 0)
+            printf("qgold: %u x %u int8 -> %zu bytes of rans, ratio %.4f\n", M, K, len, n ? (double)len / (double)n : 0.0);
+    }
+    free(w);
+    free(sc);
+    free(modes);
+    free(c);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -441,5 +626,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "quantize") == 0) return cmd_quantize(argc - 2, argv + 2);
     if (strcmp(cmd, "dequant") == 0) return cmd_dequant(argc - 2, argv + 2);
+    if (strcmp(cmd, "rans") == 0) return cmd_rans(argc - 2, argv + 2);
     return usage_error(k_usage_main, "unknown command '%s'", cmd);
 }

@@ -55,6 +55,37 @@ check dequant-wrong-size 1 "expected 704" -- qgold dequant --format q5_k --rows 
 check dequant-bad-format 2 "unknown K-quant format" -- qgold dequant --format q3_k --rows 2 --cols 512 --in "$TMP/src.q4k" --out "$TMP/x"
 check quantize-missing 2 "are required" -- qgold quantize --format q4_k --rows 2
 
+# rans encode / decode / check on raw files (any bytes are int8 codes; scales are any 4-byte values).
+head -c 21000 "$GOLDEN/rng/splitmix64.h5" > "$TMP/w.i8"
+head -c 1200 "$GOLDEN/rng/splitmix64.h5" > "$TMP/s.f32"
+check rans-help 0 "usage: qgold rans" -- qgold rans --help
+check rans-no-sub 2 "needs a subcommand" -- qgold rans
+check rans-bad-sub 2 "unknown rans subcommand" -- qgold rans frob
+check rans-encode 0 "300 x 70 int8 -> .* ratio" -- qgold rans encode --rows 300 --cols 70 --in "$TMP/w.i8" --scales "$TMP/s.f32" --out "$TMP/w.rans" --checksums
+check rans-check 0 "^OK .*ratio" -- qgold rans check "$TMP/w.rans"
+check rans-decode 0 "300 x 70 int8" -- qgold rans decode --in "$TMP/w.rans" --out "$TMP/back.i8"
+checks=$((checks + 1))
+if cmp -s "$TMP/w.i8" "$TMP/back.i8"; then echo "ok   rans-roundtrip"; else echo "FAIL rans-roundtrip"; fails=$((fails + 1)); fi
+check rans-encode-pred 0 "ratio" -- qgold rans encode --rows 300 --cols 70 --in "$TMP/w.i8" --scales "$TMP/s.f32" --out "$TMP/w3.rans" --predictor 3
+check rans-bad-pred 2 "predictor takes" -- qgold rans encode --rows 300 --cols 70 --in "$TMP/w.i8" --scales "$TMP/s.f32" --out "$TMP/x" --predictor 7
+check rans-wrong-size 1 "expected 21300" -- qgold rans encode --rows 300 --cols 71 --in "$TMP/w.i8" --scales "$TMP/s.f32" --out "$TMP/x"
+head -c 1196 "$TMP/s.f32" > "$TMP/s299.f32"
+check rans-wrong-scales 1 "expected 1200" -- qgold rans encode --rows 300 --cols 70 --in "$TMP/w.i8" --scales "$TMP/s299.f32" --out "$TMP/x"
+check rans-missing 2 "needs --rows" -- qgold rans encode --rows 300
+check rans-check-no-file 2 "needs a file" -- qgold rans check
+check rans-check-missing 1 "cannot open" -- qgold rans check "$TMP/nope.rans"
+head -c 100 "$TMP/w.rans" > "$TMP/short.rans"
+check rans-check-short 1 "rans_bad_header in the header" -- qgold rans check "$TMP/short.rans"
+{ printf 'SNAR'; tail -c +5 "$TMP/w.rans"; } > "$TMP/snar.rans"
+check rans-check-snar 1 "rans_bad_magic" -- qgold rans check "$TMP/snar.rans"
+check rans-decode-snar 1 "rans_bad_magic" -- qgold rans decode --in "$TMP/snar.rans" --out "$TMP/x"
+# One payload byte of the last tile changed: checksums make it an error located at tile 1.
+cp "$TMP/w.rans" "$TMP/flip.rans"
+sz=$(wc -c < "$TMP/flip.rans"); off=$((sz - 40))
+old=$(od -An -tu1 -j "$off" -N1 "$TMP/flip.rans" | tr -d ' ')
+printf "$(printf '\\%03o' $(((old + 1) % 256)))" | dd of="$TMP/flip.rans" bs=1 seek="$off" conv=notrunc 2>/dev/null
+check rans-check-flip 1 "rans_.* in tile 1 (row 1, column 0" -- qgold rans check "$TMP/flip.rans"
+
 # Broken copies: a truncated file, a missing file, an empty directory.
 cp -r "$GOLDEN" "$TMP/truncated"
 f="$TMP/truncated/fp16/f32_to_f16.h5"
