@@ -13,3 +13,11 @@ step "ctest (QG_REQUIRE_GPU=1)"
 QG_REQUIRE_GPU=1 ctest --test-dir build -j "$JOBS" --output-on-failure --no-tests=error --output-junit junit-gpu.xml
 step "qgold audit"
 build/bin/qgold audit --json build/audit-gpu.json
+# The rANS corrupt corpus must leave the device clean: no out-of-bounds access, no race, no trap.
+step "compute-sanitizer: rANS fixtures (corrupt corpus included) on CUDA"
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1 || true)
+if [ -n "$CS" ]; then
+    "$CS" --error-exitcode 1 build/bin/golden_test --format rans --backend cuda --golden golden
+else
+    echo "compute-sanitizer not found: step skipped" >&2
+fi

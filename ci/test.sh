@@ -22,12 +22,17 @@ ctest --preset default -j "$JOBS" --output-junit junit.xml
 if [ "$(uname -m)" = x86_64 ]; then
     # Kernels broken on purpose must make the named tests fail; if they pass, the suite cannot see the
     # bugs it exists to catch. fp16_avx2_trunc: truncation instead of round-to-nearest-even;
-    # kq_avx2_nibble: Q4_K low and high nibbles swapped.
-    for m in "fp16_avx2_trunc:golden.fp16.avx2 simd.fp16.avx2" "kq_avx2_nibble:golden.q4_k.avx2 simd.kquants.avx2"; do
+    # kq_avx2_nibble: Q4_K low and high nibbles swapped; spqr_avx2_parity: odd rows assemble the
+    # second-order word from the wrong fragment bytes (upstream's per-parity rebuild, off by one);
+    # spqr_avx2_scatter: the permutation applied as a scatter; rans_avx2_lane_order: renormalization
+    # words handed to the lanes higher lane first.
+    for m in "fp16_avx2_trunc:golden.fp16.avx2 simd.fp16.avx2" "kq_avx2_nibble:golden.q4_k.avx2 simd.kquants.avx2" \
+        "spqr_avx2_parity:golden.spqr.avx2 simd.spqr.avx2" "spqr_avx2_scatter:golden.spqr.avx2 simd.spqr.avx2" \
+        "rans_avx2_lane_order:golden.rans.avx2 simd.rans.avx2"; do
         name=${m%%:*}
         step "mutation check: $name $(elapsed)"
         cmake -S . -B "build-mutant-$name" -DQG_CUDA=OFF -DQG_MUTATION="$name" -DCMAKE_BUILD_TYPE=Release >/dev/null 2>&1
-        cmake --build "build-mutant-$name" -j "$JOBS" --target golden_test test_convert_kernels test_kq_kernels >/dev/null
+        cmake --build "build-mutant-$name" -j "$JOBS" --target golden_test test_convert_kernels test_kq_kernels test_spqr_kernels test_rans_kernels >/dev/null
         for t in ${m#*:}; do
             if ctest --test-dir "build-mutant-$name" -R "^$t\$" >/dev/null 2>&1; then
                 echo "mutation check FAILED: $t passed with the $name mutant" >&2
@@ -53,6 +58,9 @@ configure_build fuzz
 mkdir -p build-fuzz/artifacts
 LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp" build-fuzz/bin/fuzz_loader -runs=0 -artifact_prefix=build-fuzz/artifacts/ \
     tests/fuzz/corpus/loader 2>&1 | grep -E '^(Done|#[0-9]+ +DONE)'
+for t in rans_decode rans_roundtrip; do
+    build-fuzz/bin/fuzz_$t -runs=0 -artifact_prefix=build-fuzz/artifacts/ tests/fuzz/corpus/$t 2>&1 | grep -E '^(Done|#[0-9]+ +DONE)'
+done
 echo "fuzz corpus replayed under libFuzzer"
 
 step "done $(elapsed)"
