@@ -71,6 +71,22 @@ static inline int spqr_ptcsr_segment_ok(const qg_spqr_layer *L, size_t R)
     return longest == levels;
 }
 
+/* Where row 16R + k's outlier words are: col_vals[o] for o = o0, o0 + stride, ... < o1. CSR: the row's
+ * own range; PTCSR: every 16th slot of the tile row's segment from slot k (zero words are padding). */
+static inline void spqr_row_outliers(const qg_spqr_layer *L, size_t R, int k, size_t *o0, size_t *o1, size_t *stride)
+{
+    *o0 = *o1 = 0;
+    *stride = 1;
+    if (L->outliers == QG_SPQR_OUTLIERS_CSR) {
+        *o0 = (size_t)L->row_offsets[R * 16 + (size_t)k];
+        *o1 = (size_t)L->row_offsets[R * 16 + (size_t)k + 1];
+    } else if (L->outliers == QG_SPQR_OUTLIERS_PTCSR) {
+        *o0 = (size_t)L->row_offsets[R] + (size_t)k;
+        *o1 = (size_t)L->row_offsets[R + 1];
+        *stride = 16;
+    }
+}
+
 /* Codes of the padded columns n % 16 .. 15 of the last column tile: bits 6 + 3 (n % 16) .. 53 (0 when
  * n is a multiple of 16). */
 static inline uint64_t spqr_padding_mask(size_t n)

@@ -3,8 +3,11 @@
 #ifndef QGOLD_QG_TEST_H
 #define QGOLD_QG_TEST_H
 
+#include "qgold/registry.h"
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int qg_test_checks, qg_test_failures;
 
@@ -43,6 +46,36 @@ static inline int qg_test_end(const char *name)
         return 1;
     }
     return qg_test_failures ? 1 : 0;
+}
+
+/* main() of a backend-generic kernel test, `NAME BACKEND [full]`: the optimized backend named by argv[1]
+ * (never the reference), or -1 with *exit_code set: 2 on a usage error, 77 (or 1 under QG_REQUIRE_GPU=1
+ * for CUDA) when the backend cannot run here. *full: whether "full" was given. */
+static inline int qg_test_backend_arg(int argc, char **argv, const char *name, int *full, int *exit_code)
+{
+    if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "full") != 0)) {
+        fprintf(stderr, "usage: %s BACKEND [full]\n", name);
+        *exit_code = 2;
+        return -1;
+    }
+    *full = argc == 3;
+    const int b = qg_backend_from_name(argv[1]);
+    char why[200];
+    if (b < 0 || b == QG_BACKEND_REF) {
+        fprintf(stderr, "%s: %s is not an optimized backend\n", name, argv[1]);
+        *exit_code = 2;
+        return -1;
+    }
+    if (!qg_backend_available((qg_backend)b, why, sizeof why)) {
+        if (b == QG_BACKEND_CUDA) {
+            *exit_code = qg_test_no_gpu(why);
+        } else {
+            printf("skipped: %s\n", why);
+            *exit_code = QG_TEST_SKIP;
+        }
+        return -1;
+    }
+    return b;
 }
 
 #endif

@@ -843,21 +843,10 @@ static void test_full(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "full") != 0)) {
-        fprintf(stderr, "usage: test_kq_kernels BACKEND [full]\n");
-        return 2;
-    }
-    const int b = qg_backend_from_name(argv[1]);
+    int full = 0, code = 0;
+    const int b = qg_test_backend_arg(argc, argv, "test_kq_kernels", &full, &code);
+    if (b < 0) return code;
     char why[200];
-    if (b < 0 || b == QG_BACKEND_REF) {
-        fprintf(stderr, "test_kq_kernels: %s is not an optimized backend\n", argv[1]);
-        return 2;
-    }
-    if (!qg_backend_available((qg_backend)b, why, sizeof why)) {
-        if (b == QG_BACKEND_CUDA) return qg_test_no_gpu(why);
-        printf("skipped: %s\n", why);
-        return QG_TEST_SKIP;
-    }
     g_be = (qg_backend)b;
     g_be_name = argv[1];
     for (int ti = 0; ti < 4; ti++) {
@@ -872,8 +861,8 @@ int main(int argc, char **argv)
             QG_CHECK(g_dot[ti] && qg_kernel_available(g_dot[ti], why, sizeof why), "%s dot_q8k %s: %s", f, argv[1], g_dot[ti] ? why : "no row");
     }
     if (qg_test_failures) return qg_test_end(argv[1]);
-    qg_rng_init(&g_rng, argc == 3 ? 0x4B51F011u : 0x4B51u);
-    if (argc == 3) {
+    qg_rng_init(&g_rng, full ? 0x4B51F011u : 0x4B51u);
+    if (full) {
         test_full();
     } else {
         test_validation();
@@ -886,6 +875,6 @@ int main(int argc, char **argv)
     printf("bounded outputs: %zu (%zu rounded, %zu with y* NaN or inf), worst |y - y*| / bound = %.3g\n", g_seen.outputs, g_seen.rounded,
            g_seen.nonfinite, g_seen.worst_ratio);
     QG_CHECK(g_seen.rounded > 0 && g_seen.worst_ratio > 0.0, "no bounded output was ever rounded: the data exercise nothing");
-    if (argc == 2) QG_CHECK(g_seen.nonfinite > 0, "no NaN/inf output was exercised");
-    return qg_test_end(argc == 3 ? "full" : argv[1]);
+    if (!full) QG_CHECK(g_seen.nonfinite > 0, "no NaN/inf output was exercised");
+    return qg_test_end(full ? "full" : argv[1]);
 }

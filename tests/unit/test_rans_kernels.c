@@ -699,21 +699,10 @@ static void test_full(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "full") != 0)) {
-        fprintf(stderr, "usage: test_rans_kernels BACKEND [full]\n");
-        return 2;
-    }
-    const int b = qg_backend_from_name(argv[1]);
+    int full = 0, code = 0;
+    const int b = qg_test_backend_arg(argc, argv, "test_rans_kernels", &full, &code);
+    if (b < 0) return code;
     char why[200];
-    if (b < 0 || b == QG_BACKEND_REF) {
-        fprintf(stderr, "test_rans_kernels: %s is not an optimized backend\n", argv[1]);
-        return 2;
-    }
-    if (!qg_backend_available((qg_backend)b, why, sizeof why)) {
-        if (b == QG_BACKEND_CUDA) return qg_test_no_gpu(why);
-        printf("skipped: %s\n", why);
-        return QG_TEST_SKIP;
-    }
     g_be_name = argv[1];
     g_dec = qg_registry_find("rans", "decode", (qg_backend)b);
     g_gemv = qg_registry_find("rans", "gemv", (qg_backend)b);
@@ -722,8 +711,8 @@ int main(int argc, char **argv)
     QG_CHECK(g_gemv && qg_kernel_available(g_gemv, why, sizeof why), "rans gemv %s: %s", argv[1], g_gemv ? why : "no row");
     QG_CHECK(g_int8 && qg_kernel_available(g_int8, why, sizeof why), "rans int8_gemv %s: %s", argv[1], g_int8 ? why : "no row");
     if (qg_test_failures) return qg_test_end(argv[1]);
-    qg_rng_init(&g_rng, argc == 3 ? 0x52414E53F011u : 0x52414E53u);
-    if (argc == 3) {
+    qg_rng_init(&g_rng, full ? 0x52414E53F011u : 0x52414E53u);
+    if (full) {
         test_full();
     } else {
         test_arguments();
@@ -733,5 +722,5 @@ int main(int argc, char **argv)
         printf("gemv outputs compared: %zu, of them inf or NaN: %zu\n", g_outputs, g_nonfinite);
         QG_CHECK(g_nonfinite > 0 && g_nonfinite < g_outputs, "the fp16 extremes never (or always) made an inf/NaN output");
     }
-    return qg_test_end(argc == 3 ? "full" : argv[1]);
+    return qg_test_end(full ? "full" : argv[1]);
 }

@@ -268,15 +268,8 @@ static void tile_row(const spqr_ctx *c, size_t R, float *wb, __m256 acc[TILE][MA
     if (L->outliers == QG_SPQR_OUTLIERS_PTCSR && !spqr_ptcsr_segment_ok(L, R)) bad = 1;
     for (int k = 0; k < TILE; k++) {
         const size_t r = R * TILE + (size_t)k;
-        size_t o0 = 0, o1 = 0, stride = 1;
-        if (L->outliers == QG_SPQR_OUTLIERS_CSR) {
-            o0 = (size_t)L->row_offsets[r];
-            o1 = (size_t)L->row_offsets[r + 1];
-        } else if (L->outliers == QG_SPQR_OUTLIERS_PTCSR) {
-            o0 = (size_t)L->row_offsets[R] + (size_t)k;
-            o1 = (size_t)L->row_offsets[R + 1];
-            stride = TILE;
-        }
+        size_t o0, o1, stride;
+        spqr_row_outliers(L, R, k, &o0, &o1, &stride);
         for (size_t b = 0; b < B; b++) {
             const float *xb = c->xp + b * c->npad;
             float y = hsum_ps(acc[k][b]);
