@@ -18,12 +18,13 @@
  * and the gather reads that copy; else the gather reads global memory. Outlier columns (unsigned 16-bit)
  * read x' from the staged chunk when it holds all n columns, else x[perm[c]] from the copy or memory.
  *
- * Dequantization is the spec's fp16 sequence with correctly rounded half2 operations, never fused (the
- * file is built with --fmad=false and uses the _rn forms): (s, z) = RN16((s_s, z_s) * RN16((s_q, z_q) -
- * (s_z, z_z))), w = RN16(s * RN16(q - z)). A 3-bit code becomes an exact half by an AND/OR into an
- * exponent field and one exact subtraction (code_pair). Products of two fp16 values are exact in float32, so each
- * term is added by one correctly rounded __fmaf_rn. The padded columns of a partial last tile are
- * skipped (their weight may be inf or NaN; the format says they contribute nothing).
+ * Dequantization is the spec's fp16 sequence with correctly rounded half2 operations, never fused where
+ * a product could round (the file is built with --fmad=false and uses the _rn forms): (s, z) =
+ * RN16((s_s, z_s) * RN16((s_q, z_q) - (s_z, z_z))), w = RN16(s * RN16(q - z)). A 3-bit code becomes an
+ * exact half by an AND (a subnormal) and one exact scaling, and q - z is one fused step whose product is
+ * exactly q (code_pair_minus), so every rounding is the spec's. Products of two fp16 values are exact in
+ * float32, so each term is added by one correctly rounded __fmaf_rn. The padded columns of a partial last
+ * tile are skipped (their weight may be inf or NaN; the format says they contribute nothing).
  *
  * Numerics as registered: float32 accumulation, every output a sum of n + (its row's outliers) terms,
  * rounded once to fp16 for the fp16 output. The GPU never traps: all shapes are validated on the host.
@@ -43,6 +44,10 @@ constexpr int WARPS = 8, THREADS = 32 * WARPS;
 /* Dynamic shared memory per block (at most; two blocks fit an SM): the staged activations x' (float32,
  * batch x chunk columns) and, when x fits in RAW_MAX bytes, a plain copy of x from which x' is gathered. */
 constexpr int SMEM_BYTES = 100 * 1024, RAW_MAX = 64 * 1024;
+/* When the staged chunk cannot hold all n columns, outliers look up perm[c] in global memory at random:
+ * a block then takes at most SMEM_L1 bytes (two blocks an SM still), which leaves about 90 KiB of L1 an SM
+ * to keep the permutation (n <= 32768 here: <= 64 KiB) cached. Only the chunk size changes. */
+constexpr int SMEM_L1 = 80 * 1024;
 /* Tile rows per block: the largest power of two <= 8 that still leaves min_blocks(n) blocks, enough to
  * fill 132 SMs at batch 1 (four blocks an SM while the staged activations are small, two for wide layers).
  * Fixed numbers, so the split, hence the result, depends on (m, n) only, never on the batch or device. */
@@ -76,31 +81,32 @@ struct kargs {
     int raw;             /* x (batch x n fp16) is copied to shared memory first, x' gathered from there */
 };
 
-/* A 3-bit code q at bit offset o <= 7 of a 16-bit half, OR-ed with the exponent field 25 - o, is the
- * half 2^(10-o) + q exactly (the code lands in the mantissa with weight 1); subtracting 2^(10-o) is exact
- * and gives q. Codes i (bits 6+3i) and i+8 (24 bits higher) sit at the same offset of bytes k, k+1 and
- * k+3, k+4, which one byte permute puts in the low and the high half of a word:
+/* A 3-bit code q at bit offset O <= 7 of a 16-bit half with a zero exponent field is the subnormal
+ * q 2^(O-24) exactly; times 2^(15-O) (an fp16, exact) it is q 2^-9. Codes i (bits 6+3i) and i+8 (24 bits
+ * higher) sit at the same offset of bytes k, k+1 and k+3, k+4, which one byte permute puts in the low and
+ * the high half of a word:
  *   window bytes (0,1 | 3,4): pair 0 at offset 6;   (1,2 | 4,5): pairs 1, 2, 3 at 1, 4, 7;
  *   (2,3 | 5,6): pairs 4, 5 at 2, 5;                 (3,4 | 6,7): pairs 6, 7 at 0, 3.
- * magic2<O>() is both the OR constant and the bits of the half2 (2^(10-O), 2^(10-O)). */
+ * RN16(q - z) is then one fused step q 2^-9 * 2^9 - z: its product is exactly q, so the single rounding
+ * is the spec's. */
 template <int O>
-__device__ __forceinline__ constexpr uint32_t magic2() { return ((uint32_t)(25 - O) << 10) | ((uint32_t)(25 - O) << 26); }
-
-template <int O>
-__device__ __forceinline__ __half2 code_pair(uint32_t window)
+__device__ __forceinline__ __half2 code_pair_minus(uint32_t window, __half2 nz2)
 {
     constexpr uint32_t MASK = (7u << O) | (7u << (16 + O));
-    return __hsub2_rn(u32_as_half2((window & MASK) | magic2<O>()), u32_as_half2(magic2<O>())); /* exact: (q_i, q_{i+8}) */
+    constexpr uint32_t SCALE = ((uint32_t)(30 - O) << 10) | ((uint32_t)(30 - O) << 26); /* (2^(15-O), 2^(15-O)) */
+    const __half2 q9 = __hmul2_rn(u32_as_half2(window & MASK), u32_as_half2(SCALE));       /* exact: q 2^-9 */
+    return __hfma2(q9, u32_as_half2(0x60006000u), nz2);                                     /* RN16(q - z) */
 }
 
-/* w[j] (j = 0..15) of one row as float: the dequantization of the spec on half2 pairs (i, i+8). */
-__device__ __forceinline__ void row_weights(uint32_t lo, uint32_t hi, __half2 s2, __half2 z2, float *w)
+/* w[j] (j = 0..15) of one row as float: the dequantization of the spec on half2 pairs (i, i+8);
+ * nz2 = (-z, -z). */
+__device__ __forceinline__ void row_weights(uint32_t lo, uint32_t hi, __half2 s2, __half2 nz2, float *w)
 {
     const uint32_t w0 = __byte_perm(lo, hi, 0x4310), w1 = __byte_perm(lo, hi, 0x5421);
     const uint32_t w2 = __byte_perm(lo, hi, 0x6532), w3 = __byte_perm(lo, hi, 0x7643);
 #define QG_PAIR(I, WIN, O)                                                                          \
     {                                                                                               \
-        const __half2 wv = __hmul2_rn(s2, __hsub2_rn(code_pair<O>(WIN), z2));                       \
+        const __half2 wv = __hmul2_rn(s2, code_pair_minus<O>(WIN, nz2));                            \
         const float2 f = __half22float2(wv);                                                        \
         w[I] = f.x;                                                                                 \
         w[I + 8] = f.y;                                                                             \
@@ -131,13 +137,13 @@ __device__ __forceinline__ void tile(const uint4 wd, const float *xt, int xstrid
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const uint32_t lo = r ? wd.z : wd.x, hi = r ? wd.w : wd.y;
-        /* (s_q, z_q): bits 0-2 at offset 0 of the low half, bits 3-5 at offset 3 of the high half (same
-         * exponent trick), then the first-order scale and zero */
+        /* (s_q, z_q): bits 0-2 at offset 0 of the low half, bits 3-5 at offset 3 of the high half; OR-ed
+         * with the exponent field 25 - offset each is the half 2^(10-offset) + code, and subtracting
+         * (1024, 128) leaves the code exactly; then the first-order scale and zero */
         const uint32_t f = __byte_perm(lo, 0u, 0x1010);
-        const uint32_t c = (f & (7u | (7u << 19))) | (magic2<0>() & 0xFFFFu) | (magic2<3>() & 0xFFFF0000u);
-        const __half2 sqzq = __hsub2_rn(u32_as_half2(c), u32_as_half2((magic2<0>() & 0xFFFFu) | (magic2<3>() & 0xFFFF0000u)));
+        const __half2 sqzq = __hsub2_rn(u32_as_half2((f & (7u | (7u << 19))) | 0x58006400u), u32_as_half2(0x58006400u)); /* exact */
         const __half2 sz = __hmul2_rn(ss, __hsub2_rn(sqzq, zz)); /* (s, z) */
-        row_weights(lo, hi, __low2half2(sz), __high2half2(sz), w[r]);
+        row_weights(lo, hi, __low2half2(sz), __hneg2(__high2half2(sz)), w[r]);
     }
 #pragma unroll
     for (int b = 0; b < B; b++) {
@@ -386,6 +392,11 @@ int launch_b(const kargs &a0, cudaStream_t s)
     ct -= ct % S; /* >= S: 36 KiB / (64 * 16) >= 32 >= S */
     const int tmax = (a.T + S - 1) / S * S;
     if (ct > tmax) ct = tmax;
+    if (ct < tmax && a.raw && a.perm != nullptr && a.kind != QG_SPQR_OUTLIERS_NONE) {
+        int cl = (int)(((size_t)SMEM_L1 - raw_bytes) / (64 * B)); /* raw_bytes <= 64 KiB < SMEM_L1 */
+        cl -= cl % S;
+        if (cl >= S && cl < ct) ct = cl;
+    }
     a.ct = ct;
     const size_t smem = (size_t)B * (size_t)ct * 64 + (a.raw ? raw_bytes : 0);
     if (!attr_set) {
