@@ -11,7 +11,10 @@
  * warp step: one contiguous, coalesced stretch of weights), and each lane decodes 32 weights of it.
  * Partial sums are combined by a fixed butterfly (xor 16, 8, 4, 2, 1). Every column of X goes through
  * exactly the same sequence of operations whatever the batch size: results are deterministic and
- * batch-invariant (no atomics). Numerics declared in the registry: float32 accumulation, d = K (each
+ * batch-invariant (no atomics). For Q5_K with at most 8192 rows and K >= 8192, two warps share each
+ * row group, each taking every other step of 4 super-blocks, and their two sums are added in a
+ * fixed order: more warps in flight on shapes that fill about one wave; the choice depends on the type
+ * and shape only, never on the batch. Numerics declared in the registry: float32 accumulation, d = K (each
  * lane's chain is shorter), outputs rounded once.
  */
 #include <cuda_fp16.h>
@@ -348,12 +351,96 @@ __global__ void __launch_bounds__(128) k_gemv(const uint8_t *w, size_t rows, siz
         }
 }
 
+/* k_gemv with the K range of each row group split across S warps of the block (S = 2 or 4): part p
+ * takes super-blocks 4p + group, 4p + group + 4S, ... (the S warps together cover 4S consecutive
+ * super-blocks per step). For every (row, column) each lane's chain runs over its super-blocks in order,
+ * runs 0..3, elements 0..7, then the butterfly, then the S partial sums are added in the order
+ * p = 0, 1, .., S-1 through shared memory. Nothing depends on R or B: batch-invariant as k_gemv. S is a
+ * kernel argument rather than a template constant: measured on an H100, the constant form unrolls the
+ * step loop and more than doubles the registers for small batches. */
+template <int T, int B, int R>
+__global__ void __launch_bounds__(128) k_gemv_split(const uint8_t *w, size_t rows, size_t nb, size_t bbytes, const __half *x,
+                                                    size_t ldx, float *y32, uint16_t *y16, int S)
+{
+    __shared__ float part_sum[4 * R * B];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int part = warp & (S - 1);
+    const size_t row0 = ((size_t)blockIdx.x * (unsigned)(4 / S) + (unsigned)(warp / S)) * R;
+    const size_t nbw = row0 < rows ? nb : 0; /* idle warps still reach the barrier */
+    const int group = lane >> 3, j = lane & 7;
+    const size_t row_bytes = nb * bbytes, step = 4 * (size_t)S;
+    const uint8_t *wr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) wr[r] = w + (row0 + r < rows ? row0 + r : rows - 1) * row_bytes; /* tail rows: computed, not stored */
+    float acc[R][B];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < B; b++) acc[r][b] = 0.0f;
+    lane_blk<T> cur[R], nxt[R];
+    size_t sb = (size_t)group + 4 * (size_t)part;
+    if (sb < nbw)
+#pragma unroll
+        for (int r = 0; r < R; r++) cur[r].load(wr[r] + sb * bbytes, j);
+    for (; sb < nbw; sb += step) {
+        if (sb + step < nbw)
+#pragma unroll
+            for (int r = 0; r < R; r++) nxt[r].load(wr[r] + (sb + step) * bbytes, j);
+#pragma unroll
+        for (int run = 0; run < 4; run++) {
+            float wv[R][8];
+#pragma unroll
+            for (int r = 0; r < R; r++) cur[r].decode(run, j, wv[r]);
+            const __half *xr = x + (unsigned)(sb * QK) + (unsigned)lane_blk<T>::run_offset(run, j);
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                float xf[8];
+                halves8(__ldg(reinterpret_cast<const uint4 *>(xr + (unsigned)b * (unsigned)ldx)), xf);
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int i = 0; i < 8; i++) acc[r][b] = __fmaf_rn(wv[r][i], xf[i], acc[r][b]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) cur[r] = nxt[r];
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int b = 0; b < B; b++) {
+            float v = acc[r][b];
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+            if (lane == 0) part_sum[(warp * R + r) * B + b] = v;
+        }
+    __syncthreads();
+    if (part != 0) return;
+    for (int i = lane; i < R * B; i += 32) {
+        const int r = i / B, b = i % B;
+        float v = part_sum[(warp * R + r) * B + b];
+        for (int p = 1; p < S; p++) v += part_sum[((warp + p) * R + r) * B + b];
+        if (row0 + r < rows) {
+            if (y32) y32[(size_t)b * rows + row0 + r] = v;
+            if (y16) y16[(size_t)b * rows + row0 + r] = f32_to_f16_bits(v);
+        }
+    }
+}
+
 /* Rows per warp: more rows reuse each activation load more, fewer keep more warps in flight on small
  * matrices and fewer registers for large batches. Results do not depend on it. */
 template <int T, int B>
-int launch_gemv_b(const uint8_t *w, size_t rows, size_t cols, const __half *x, float *y32, uint16_t *y16, cudaStream_t s, int R)
+int launch_gemv_b(const uint8_t *w, size_t rows, size_t cols, const __half *x, float *y32, uint16_t *y16, cudaStream_t s, int R, int S)
 {
     const size_t nb = cols / QK, bbytes = qg_kq_block_bytes((qg_ktype)T);
+    if constexpr (T == QG_Q5_K) /* the only type k_split() splits */
+        if (S > 1) {
+            const unsigned groups = 4 / (unsigned)S, grid = (unsigned)((rows + (size_t)groups * R - 1) / ((size_t)groups * R));
+            if (R == 1) k_gemv_split<T, B, 1><<<grid, 128, 0, s>>>(w, rows, nb, bbytes, x, cols, y32, y16, S);
+            else if (R == 2) k_gemv_split<T, B, 2><<<grid, 128, 0, s>>>(w, rows, nb, bbytes, x, cols, y32, y16, S);
+            else k_gemv_split<T, B, 4><<<grid, 128, 0, s>>>(w, rows, nb, bbytes, x, cols, y32, y16, S);
+            return QG_ERR_ok;
+        }
     const unsigned threads = 128, warps = threads / 32;
     const unsigned grid = (unsigned)((rows + (size_t)warps * R - 1) / ((size_t)warps * R));
     if (R == 1) k_gemv<T, B, 1><<<grid, threads, 0, s>>>(w, rows, nb, bbytes, x, cols, y32, y16);
@@ -372,15 +459,24 @@ int rows_per_warp(size_t rows, size_t batch)
     return batch <= 4 ? 2 : 4;
 }
 
+/* Warps per row group (K split): a function of the type and shape only, never of the batch, because it
+ * fixes the summation order. Measured on an H100 (qgold bench) at rows <= 8192, K >= 8192: two warps per
+ * row group make Q5_K 10-13% faster at batch 1; Q4_K at batch 1 is not faster, and Q6_K at batch 8 is
+ * much slower. */
+int k_split(qg_ktype t, size_t rows, size_t cols)
+{
+    return t == QG_Q5_K && rows <= 8192 && cols / QK >= 32 ? 2 : 1;
+}
+
 template <int T>
 int launch_gemv_t(const uint8_t *w, size_t rows, size_t cols, const uint16_t *x, size_t batch, float *y32, uint16_t *y16,
                   cudaStream_t s)
 {
     const __half *xh = reinterpret_cast<const __half *>(x);
-    const int R = rows_per_warp(rows, batch);
+    const int R = rows_per_warp(rows, batch), S = k_split((qg_ktype)T, rows, cols);
     switch (batch) {
 #define QG_CASE(BB) \
-    case BB: launch_gemv_b<T, BB>(w, rows, cols, xh, y32, y16, s, R); break;
+    case BB: launch_gemv_b<T, BB>(w, rows, cols, xh, y32, y16, s, R, S); break;
         QG_CASE(1) QG_CASE(2) QG_CASE(3) QG_CASE(4) QG_CASE(5) QG_CASE(6) QG_CASE(7) QG_CASE(8)
         QG_CASE(9) QG_CASE(10) QG_CASE(11) QG_CASE(12) QG_CASE(13) QG_CASE(14) QG_CASE(15) QG_CASE(16)
 #undef QG_CASE
