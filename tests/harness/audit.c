@@ -131,6 +131,32 @@ int qga_attr_range(qgh_file *f, const qgh_case_info *ci, const char *attr, int64
     return QG_ERR_ok;
 }
 
+typedef struct {
+    qga_column_fn alone;
+    void *ctx;
+    size_t b;
+} column_call;
+
+static int call_column(void *vc, void *out)
+{
+    column_call *c = vc;
+    return c->alone(c->ctx, c->b, out);
+}
+
+int qga_batch_invariance(qgh_file *f, const qgh_case_info *ci, qga_column_fn alone, void *ctx, const float *y, size_t batch,
+                         size_t m, float *yb, qg_err *e)
+{
+    for (size_t b = 0; batch > 1 && m > 0 && b < batch; b++) {
+        column_call c = {alone, ctx, b};
+        const int rc = qg_call_guarded(call_column, &c, yb, m, 4, e);
+        if (rc != QG_ERR_ok) return qga_guard_fail(f, ci, rc, e);
+        if (memcmp(yb, y + b * m, m * 4) != 0)
+            return qg_err_set(e, QG_ERR_mismatch, "%s: case %s: column %zu computed alone differs from the same column in a batch of %zu "
+                              "(batch invariance)", qgh_name(f), ci->case_id, b, batch);
+    }
+    return QG_ERR_ok;
+}
+
 static int read_dims(qgh_file *f, const qgh_case_info *ci, int64_t *rows, int64_t *cols, int64_t *batch, qg_err *e)
 {
     int rc = QG_ERR_ok;
@@ -358,6 +384,15 @@ static int call_kq_gemv(void *vc, void *out)
     return c->k->fn.kq_gemv(c->t, c->w, c->nbytes, c->rows, c->cols, c->x, c->batch, c->f16 ? NULL : out, c->f16 ? out : NULL);
 }
 
+static int call_kq_gemv_column(void *vc, size_t b, void *out)
+{
+    kq_gemv_ctx one = *(const kq_gemv_ctx *)vc;
+    one.x += b * one.cols;
+    one.batch = 1;
+    one.f16 = 0;
+    return call_kq_gemv(&one, out);
+}
+
 static int run_kq_gemv_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e)
 {
     int64_t rows, cols, batch;
@@ -411,15 +446,7 @@ static int run_kq_gemv_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
         /* Batch invariance: each column alone gives the bits it had inside the batch. */
         c.f16 = 0;
         if ((rc = qg_call_guarded(call_kq_gemv, &c, y, ny, 4, e))) goto out;
-        for (size_t b = 0; b < (size_t)batch && batch > 1 && rc == QG_ERR_ok; b++) {
-            kq_gemv_ctx one = c;
-            one.x = (const uint16_t *)x.data + b * (size_t)cols;
-            one.batch = 1;
-            if ((rc = qg_call_guarded(call_kq_gemv, &one, yb, (size_t)rows, 4, e))) break;
-            if (memcmp(yb, y + b * (size_t)rows, (size_t)rows * 4) != 0)
-                rc = qg_err_set(e, QG_ERR_mismatch, "%s: case %s: column %zu computed alone differs from the same column in a batch of %lld "
-                                "(batch invariance)", qgh_name(f), ci->case_id, b, (long long)batch);
-        }
+        if ((rc = qga_batch_invariance(f, ci, call_kq_gemv_column, &c, y, (size_t)batch, (size_t)rows, yb, e))) goto out;
         row->elements += 2 * ny;
     }
 out:

@@ -16,6 +16,13 @@ int qga_guard_fail(qgh_file *f, const qgh_case_info *ci, int rc, qg_err *e);
 /* An int64 case attribute that must lie in [lo, hi] (fixture_attr_invalid otherwise). */
 int qga_attr_range(qgh_file *f, const qgh_case_info *ci, const char *attr, int64_t lo, int64_t hi, int64_t *v, qg_err *e);
 
+/* Runs the kernel of `ctx` on column b of its activations alone (batch 1, float32 output of m rows). */
+typedef int (*qga_column_fn)(void *ctx, size_t b, void *out);
+/* Batch invariance (numerics.md): y holds the float32 output of one call over every column (batch x m);
+ * each column computed alone, through guarded calls into yb (m floats), must give the same bits. */
+int qga_batch_invariance(qgh_file *f, const qgh_case_info *ci, qga_column_fn alone, void *ctx, const float *y, size_t batch,
+                         size_t m, float *yb, qg_err *e);
+
 int qga_run_spqr_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e);
 int qga_run_rans_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e);
 

@@ -53,6 +53,15 @@ static int call_gemv(void *vc, void *out)
     return c->k->fn.rans_gemv(c->buf, c->len, c->x, c->batch, c->f16 ? NULL : out, c->f16 ? out : NULL);
 }
 
+static int call_gemv_column(void *vc, size_t b, void *out)
+{
+    rans_ctx one = *(const rans_ctx *)vc;
+    one.x += b * one.K;
+    one.batch = 1;
+    one.f16 = 0;
+    return call_gemv(&one, out);
+}
+
 /* A guarded call, or a plain one when the output is empty (nothing to poison). */
 static int guarded(qg_guarded_fn fn, rans_ctx *c, void *out, size_t n, size_t size, qg_err *e)
 {
@@ -301,19 +310,7 @@ static int run_gemv(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg
     }
     if ((rc = compare_out(f, ci, QG_ELEM_F16, e16.data, y16, ny, m, "fp16", e))) goto out;
     /* Batch invariance: each column alone gives the bits it had inside the batch. */
-    c.f16 = 0;
-    for (size_t b = 0; b < B && B > 1 && rc == QG_ERR_ok; b++) {
-        rans_ctx one = c;
-        one.x = (const uint16_t *)x.data + b * kk;
-        one.batch = 1;
-        if ((rc = guarded(call_gemv, &one, yb, m, 4, e))) {
-            qga_guard_fail(f, ci, rc, e);
-            break;
-        }
-        if (memcmp(yb, y + b * m, m * 4) != 0)
-            rc = qg_err_set(e, QG_ERR_mismatch, "%s: case %s: column %zu computed alone differs from the same column in a batch of %zu "
-                            "(batch invariance)", qgh_name(f), ci->case_id, b, B);
-    }
+    if ((rc = qga_batch_invariance(f, ci, call_gemv_column, &c, y, B, m, yb, e))) goto out;
     row->elements += 2 * ny;
 out:
     free(y);

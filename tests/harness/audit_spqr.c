@@ -98,6 +98,15 @@ static int call_gemv(void *vc, void *out)
     return c->k->fn.spqr_gemv(c->L, c->x, c->batch, c->f16 ? NULL : out, c->f16 ? out : NULL);
 }
 
+static int call_gemv_column(void *vc, size_t b, void *out)
+{
+    spqr_ctx one = *(const spqr_ctx *)vc;
+    one.x += b * one.L->n;
+    one.batch = 1;
+    one.f16 = 0;
+    return call_gemv(&one, out);
+}
+
 /* An invalid layer: the kernel must name the fixture's error. Outputs are sized from m, n and batch in
  * case a faulty kernel accepts the layer and writes. */
 static int run_invalid(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, spqr_case_layer *c, qg_err *e)
@@ -224,18 +233,7 @@ static int run_gemv(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, sp
         qga_guard_fail(f, ci, rc, e);
         goto out;
     }
-    for (size_t b = 0; b < B && B > 1 && rc == QG_ERR_ok; b++) {
-        spqr_ctx one = cc;
-        one.x = (const uint16_t *)x.data + b * n;
-        one.batch = 1;
-        if ((rc = qg_call_guarded(call_gemv, &one, yb, m, 4, e))) {
-            qga_guard_fail(f, ci, rc, e);
-            break;
-        }
-        if (memcmp(yb, y + b * m, m * 4) != 0)
-            rc = qg_err_set(e, QG_ERR_mismatch, "%s: case %s: column %zu computed alone differs from the same column in a batch of %zu "
-                            "(batch invariance)", qgh_name(f), ci->case_id, b, B);
-    }
+    if ((rc = qga_batch_invariance(f, ci, call_gemv_column, &cc, y, B, m, yb, e))) goto out;
     row->elements += 2 * ny;
 out:
     free(y);

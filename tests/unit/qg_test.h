@@ -48,6 +48,15 @@ static inline int qg_test_end(const char *name)
     return qg_test_failures ? 1 : 0;
 }
 
+/* Whether the first `bytes` bytes at p all still hold the poison byte v (an output left untouched). */
+static inline int qg_test_untouched(const void *p, size_t bytes, unsigned char v)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < bytes; i++)
+        if (c[i] != v) return 0;
+    return 1;
+}
+
 /* main() of a backend-generic kernel test, `NAME BACKEND [full]`: the optimized backend named by argv[1]
  * (never the reference), or -1 with *exit_code set: 2 on a usage error, 77 (or 1 under QG_REQUIRE_GPU=1
  * for CUDA) when the backend cannot run here. *full: whether "full" was given. */

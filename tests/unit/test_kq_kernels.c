@@ -668,15 +668,6 @@ static void test_alignment(void)
 
 /* ---- validation ------------------------------------------------------------------------------------ */
 
-/* True when the first `bytes` bytes of p are all `v` (the output was not touched). */
-static int untouched(const void *p, size_t bytes, unsigned char v)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < bytes; i++)
-        if (c[i] != v) return 0;
-    return 1;
-}
-
 static void test_validation(void)
 {
     enum { NBLK = 8, MAXOUT = 4096 };
@@ -738,7 +729,7 @@ static void test_validation(void)
         rk = g_deq[tk]->fn.kq_dequant.f32(t, wi, nbytes, c->rows, c->cols, yd);
         QG_CHECK(rk == rr, "%s dequant_f32 (%s): returned %d (%s), the reference %d (%s)", g_be_name, c->what, rk, qg_error_name(rk), rr,
                  qg_error_name(rr));
-        if (rr != QG_ERR_ok) QG_CHECK(untouched(y, sizeof y, 0x5C), "%s dequant_f32 (%s): output written on error", g_be_name, c->what);
+        if (rr != QG_ERR_ok) QG_CHECK(qg_test_untouched(y, sizeof y, 0x5C), "%s dequant_f32 (%s): output written on error", g_be_name, c->what);
         uint16_t *yd16 = yd == NULL ? NULL : y16;
         memset(y16, 0x5C, sizeof y16);
         rr = qg_kq_dequant_f16_ref(t, wi, nbytes, c->rows, c->cols, yd16);
@@ -746,7 +737,7 @@ static void test_validation(void)
         rk = g_deq[tk]->fn.kq_dequant.f16(t, wi, nbytes, c->rows, c->cols, yd16);
         QG_CHECK(rk == rr, "%s dequant_f16 (%s): returned %d (%s), the reference %d (%s)", g_be_name, c->what, rk, qg_error_name(rk), rr,
                  qg_error_name(rr));
-        if (rr != QG_ERR_ok) QG_CHECK(untouched(y16, sizeof y16, 0x5C), "%s dequant_f16 (%s): output written on error", g_be_name, c->what);
+        if (rr != QG_ERR_ok) QG_CHECK(qg_test_untouched(y16, sizeof y16, 0x5C), "%s dequant_f16 (%s): output written on error", g_be_name, c->what);
         /* GEMV */
         memset(y, 0x5C, sizeof y);
         memset(y16, 0x5C, sizeof y16);
@@ -757,7 +748,7 @@ static void test_validation(void)
         QG_CHECK(rk == rr, "%s gemv (%s): returned %d (%s), the reference %d (%s)", g_be_name, c->what, rk, qg_error_name(rk), rr,
                  qg_error_name(rr));
         if (rr != QG_ERR_ok)
-            QG_CHECK(untouched(y, sizeof y, 0x5C) && untouched(y16, sizeof y16, 0x5C), "%s gemv (%s): output written on error", g_be_name, c->what);
+            QG_CHECK(qg_test_untouched(y, sizeof y, 0x5C) && qg_test_untouched(y16, sizeof y16, 0x5C), "%s gemv (%s): output written on error", g_be_name, c->what);
         /* dot: one row of cols (rows, nbytes and batch do not apply); result NULL for NULL_Y */
         if ((c->cols <= NBLK * QK || !fits) && g_dot[tk < 3 ? tk : 0] != NULL) {
             float *ro = c->nulls & NULL_Y ? NULL : &res;
@@ -772,7 +763,7 @@ static void test_validation(void)
             QG_CHECK(rk == rr, "%s dot_q8k (%s): returned %d (%s), the reference %d (%s)", g_be_name, c->what, rk, qg_error_name(rk), rr,
                      qg_error_name(rr));
             if (rr != QG_ERR_ok)
-                QG_CHECK(untouched(S, sizeof S, 0x5C) && untouched(M, sizeof M, 0x5C) && untouched(&res, sizeof res, 0x5C),
+                QG_CHECK(qg_test_untouched(S, sizeof S, 0x5C) && qg_test_untouched(M, sizeof M, 0x5C) && qg_test_untouched(&res, sizeof res, 0x5C),
                          "%s dot_q8k (%s): output written on error", g_be_name, c->what);
         }
     }

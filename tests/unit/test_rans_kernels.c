@@ -565,14 +565,6 @@ out:
 
 /* ---- arguments ---------------------------------------------------------------------------------------- */
 
-static int untouched(const void *p, size_t bytes, unsigned char v)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < bytes; i++)
-        if (c[i] != v) return 0;
-    return 1;
-}
-
 static void test_arguments(void)
 {
     const size_t M = 40, K = 300;
@@ -624,7 +616,7 @@ static void test_arguments(void)
         memset(out, 0x5C, sizeof out);
         int rk = g_dec->fn.rans_decode(c->buf, c->len, wo, c->w_len);
         QG_CHECK(rk == rr, "%s decode (%s): returned %s, the reference %s", g_be_name, c->what, qg_error_name(rk), qg_error_name(rr));
-        if (rr != QG_ERR_ok) QG_CHECK(untouched(out, sizeof out, 0x5C), "%s decode (%s): output written on error", g_be_name, c->what);
+        if (rr != QG_ERR_ok) QG_CHECK(qg_test_untouched(out, sizeof out, 0x5C), "%s decode (%s): output written on error", g_be_name, c->what);
         memset(y, 0x5C, sizeof y);
         memset(y16, 0x5C, sizeof y16);
         rr = qg_rans_gemv_ref(c->buf, c->len, xi, c->batch, yo, yo16);
@@ -633,7 +625,7 @@ static void test_arguments(void)
         rk = g_gemv->fn.rans_gemv(c->buf, c->len, xi, c->batch, yo, yo16);
         QG_CHECK(rk == rr, "%s gemv (%s): returned %s, the reference %s", g_be_name, c->what, qg_error_name(rk), qg_error_name(rr));
         if (rr != QG_ERR_ok)
-            QG_CHECK(untouched(y, sizeof y, 0x5C) && untouched(y16, sizeof y16, 0x5C), "%s gemv (%s): output written on error", g_be_name, c->what);
+            QG_CHECK(qg_test_untouched(y, sizeof y, 0x5C) && qg_test_untouched(y16, sizeof y16, 0x5C), "%s gemv (%s): output written on error", g_be_name, c->what);
         memset(y, 0x5C, sizeof y);
         memset(y16, 0x5C, sizeof y16);
         rr = qg_int8_gemv_ref(wi, si, M, K, xi, c->batch, yo, yo16);
@@ -642,7 +634,7 @@ static void test_arguments(void)
         rk = g_int8->fn.int8_gemv(wi, si, M, K, xi, c->batch, yo, yo16);
         QG_CHECK(rk == rr, "%s int8_gemv (%s): returned %s, the reference %s", g_be_name, c->what, qg_error_name(rk), qg_error_name(rr));
         if (rr != QG_ERR_ok)
-            QG_CHECK(untouched(y, sizeof y, 0x5C) && untouched(y16, sizeof y16, 0x5C), "%s int8_gemv (%s): output written on error", g_be_name,
+            QG_CHECK(qg_test_untouched(y, sizeof y, 0x5C) && qg_test_untouched(y16, sizeof y16, 0x5C), "%s int8_gemv (%s): output written on error", g_be_name,
                      c->what);
     }
     /* int8 GEMV with an empty reduction: y = 0 * scale */

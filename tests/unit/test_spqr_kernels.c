@@ -329,14 +329,6 @@ static void test_threads(void)
 
 /* ---- validation -------------------------------------------------------------------------------------- */
 
-static int untouched(const void *p, size_t bytes, unsigned char v)
-{
-    const unsigned char *c = p;
-    for (size_t i = 0; i < bytes; i++)
-        if (c[i] != v) return 0;
-    return 1;
-}
-
 /* The kernel's error equals the reference's (not ok), and neither output was touched. */
 static void expect_error(const qg_spqr_layer *L, const uint16_t *x, size_t batch, int null_y32, int null_y16, const char *what)
 {
@@ -350,7 +342,7 @@ static void expect_error(const qg_spqr_layer *L, const uint16_t *x, size_t batch
     QG_CHECK(want != QG_ERR_ok, "%s: the reference accepts it (test defect)", what);
     QG_CHECK(got == want, "%s spqr gemv (%s): error %d (%s), reference %d (%s)", g_be_name, what, got, qg_error_name(got), want,
              qg_error_name(want));
-    QG_CHECK(untouched(y32, sizeof y32, 0xA5) && untouched(y16, sizeof y16, 0xA5), "%s spqr gemv (%s): wrote output on error", g_be_name,
+    QG_CHECK(qg_test_untouched(y32, sizeof y32, 0xA5) && qg_test_untouched(y16, sizeof y16, 0xA5), "%s spqr gemv (%s): wrote output on error", g_be_name,
              what);
 }
 
