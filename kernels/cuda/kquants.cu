@@ -117,25 +117,21 @@ __device__ __forceinline__ float byte_as_float(uint32_t v, float bias)
 /* An integer 0..255 as float without the slow integer-conversion unit (exact). */
 __device__ __forceinline__ float small_as_float(int v) { return __uint_as_float(0x4B000000u | (uint32_t)v) - 8388608.0f; }
 
-/* Byte i (0..11) of the packed scales, which are bytes 4..15 of the block header held in registers:
- * selects between words instead of indexing memory, so nothing goes to the local stack. */
-__device__ __forceinline__ int hdr_scale_byte(const uint4 &h, int i)
+/* The scales and mins of sub-blocks 2c and 2c+1, as byte pairs (byte t = sub-block 2c+t), from the
+ * packed scale bytes s[0..11] = header bytes 4..15 held in registers (y = s[0..3], z = s[4..7],
+ * w = s[8..11]). The kquants spec's rule, two sub-blocks at a time and without branches or shuffles:
+ *   j < 4:  sc = s[j] & 63,                         m = s[j+4] & 63
+ *   j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4
+ * For c < 2 the pair s[2c], s[2c+1] is y >> 16c; for c >= 2 (j = 4 + 2(c-2) + t) s[j+4], s[j-4] and
+ * s[j] are the bytes of w, y and z shifted by 16(c-2). (s >> 6) << 4 is (s & 0xC0) >> 2. */
+__device__ __forceinline__ void scale_min_pair(const uint4 &h, int c, uint32_t *sc, uint32_t *m)
 {
-    const int k = i + 4;
-    const uint32_t word = k < 8 ? h.y : (k < 12 ? h.z : h.w);
-    return (int)((word >> (8 * (k & 3))) & 0xFFu);
-}
-
-/* scale_min() on the header registers (same bit formulas). */
-__device__ __forceinline__ void scale_min_reg(const uint4 &h, int j, int *sc, int *m)
-{
-    if (j < 4) {
-        *sc = hdr_scale_byte(h, j) & 63;
-        *m = hdr_scale_byte(h, j + 4) & 63;
-    } else {
-        *sc = (hdr_scale_byte(h, j + 4) & 15) | ((hdr_scale_byte(h, j - 4) >> 6) << 4);
-        *m = (hdr_scale_byte(h, j + 4) >> 4) | ((hdr_scale_byte(h, j) >> 6) << 4);
-    }
+    const int sh = 16 * (c & 1);
+    const uint32_t y = h.y >> sh, z = h.z >> sh, w = h.w >> sh;
+    const uint32_t sc_lo = y & 0x3F3Fu, m_lo = z & 0x3F3Fu;
+    const uint32_t sc_hi = (w & 0x0F0Fu) | ((y >> 2) & 0x3030u), m_hi = ((w >> 4) & 0x0F0Fu) | ((z >> 2) & 0x3030u);
+    *sc = c < 2 ? sc_lo : sc_hi;
+    *m = c < 2 ? m_lo : m_hi;
 }
 
 /* One lane's share of one super-block of one row, as loaded from memory, and its 32 weights decoded in
@@ -148,28 +144,28 @@ struct lane_blk;
  * 0..15, sub-block 2c+1). Q5_K's fifth bit of element e is bit e/32 of qh[e%32]: bytes 16h..16h+15. */
 template <int T>
 struct lane_blk45 {
-    uint4 qs, qh;
+    uint4 hdr, qs, qh;
     float a0, b0, a1, b1;
+    /* Issues the loads only; prep() turns the header into factors later, so a warp does not wait for
+     * the next step's header before working on the current step. */
     __device__ __forceinline__ void load(const uint8_t *blk, int j)
     {
-        const uint4 hdr = __ldg(reinterpret_cast<const uint4 *>(blk));
+        hdr = __ldg(reinterpret_cast<const uint4 *>(blk));
         qs = __ldcs(reinterpret_cast<const uint4 *>(blk + (T == QG_Q4_K ? 16 : 48) + 16 * j));
         if (T == QG_Q5_K) qh = __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 16 * (j & 1)));
+    }
+    __device__ __forceinline__ void prep(int j)
+    {
         const float D = __half2float(__ushort_as_half((uint16_t)(hdr.x & 0xFFFFu)));
         const float Dm = __half2float(__ushort_as_half((uint16_t)(hdr.x >> 16)));
-        /* Lane j of the group decodes sub-block j's scale and min; the lanes that need sub-blocks 2c
-         * and 2c+1 fetch them with shuffles inside the group of 8 (all 8 lanes hold the same block). */
-        int sc, m;
-        scale_min_reg(hdr, j, &sc, &m);
-        const float a = D * small_as_float(sc), b = Dm * small_as_float(m); /* exact products (kquants spec) */
-        /* Only this group's 8 lanes take part: groups of a warp may be at different super-blocks, and
-         * near the end of a row some groups have no super-block left. */
-        const unsigned group_mask = 0xFFu << ((threadIdx.x & 31) & ~7);
-        const int c = j >> 1;
-        a0 = __shfl_sync(group_mask, a, 2 * c, 8);
-        b0 = __shfl_sync(group_mask, b, 2 * c, 8);
-        a1 = __shfl_sync(group_mask, a, 2 * c + 1, 8);
-        b1 = __shfl_sync(group_mask, b, 2 * c + 1, 8);
+        /* Lane j decodes sub-blocks 2c (low nibbles) and 2c+1 (high nibbles), c = j / 2. */
+        uint32_t sc, m;
+        scale_min_pair(hdr, j >> 1, &sc, &m);
+        /* exact products (kquants spec): an fp16 times a 6-bit integer */
+        a0 = D * byte_as_float<0>(sc, 8388608.0f);
+        a1 = D * byte_as_float<1>(sc, 8388608.0f);
+        b0 = Dm * byte_as_float<0>(m, 8388608.0f);
+        b1 = Dm * byte_as_float<1>(m, 8388608.0f);
     }
     __device__ __forceinline__ void decode(int run, int j, float *w) const
     {
@@ -208,7 +204,7 @@ struct lane_blk<QG_Q5_K> : lane_blk45<QG_Q5_K> {};
  * from qh[32hh + l] (bits 2 quarter, 2 quarter + 1). One int8 scale per run. */
 template <>
 struct lane_blk<QG_Q6_K> {
-    uint32_t L0[2], L1[2], H[2];
+    uint32_t L0[2], L1[2], H[2], dbits, sbits[4];
     float a[4];
     static __device__ __forceinline__ uint32_t ld2x16(const uint8_t *p)
     {
@@ -225,10 +221,16 @@ struct lane_blk<QG_Q6_K> {
         L1[1] = ld2x16(ql + 36);
         H[0] = ld2x16(qh);
         H[1] = ld2x16(qh + 4);
-        const float D = __half2float(__ushort_as_half(__ldg(reinterpret_cast<const uint16_t *>(blk + 208))));
-        const int8_t *scales = reinterpret_cast<const int8_t *>(blk + 192);
+        dbits = __ldg(reinterpret_cast<const uint16_t *>(blk + 208));
+        const uint8_t *scales = blk + 192;
 #pragma unroll
-        for (int q = 0; q < 4; q++) a[q] = D * (small_as_float((int)((uint8_t)__ldg(scales + 8 * hh + 2 * q + (l0 >> 4)) ^ 0x80u)) - 128.0f); /* exact */
+        for (int q = 0; q < 4; q++) sbits[q] = __ldg(scales + 8 * hh + 2 * q + (l0 >> 4));
+    }
+    __device__ __forceinline__ void prep(int)
+    {
+        const float D = __half2float(__ushort_as_half((uint16_t)dbits));
+#pragma unroll
+        for (int q = 0; q < 4; q++) a[q] = D * (small_as_float((int)((sbits[q] & 0xFFu) ^ 0x80u)) - 128.0f); /* exact: D times an int8 */
     }
     __device__ __forceinline__ void decode(int run, int, float *w) const
     {
@@ -260,6 +262,7 @@ struct lane_blk<QG_Q8_K> {
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = __ldcs(p + i) ^ 0x80808080u;
     }
+    __device__ __forceinline__ void prep(int) {}
     __device__ __forceinline__ void decode(int run, int, float *w) const
     {
 #pragma unroll
@@ -291,9 +294,21 @@ __device__ __forceinline__ void halves8(const uint4 v, float *f)
  * used for all R rows. For every (row, column) the chain of fused multiply-adds runs over the lane's
  * super-blocks in order, runs 0..3, elements 0..7, then the butterfly: the same sequence whatever R and
  * B are, hence deterministic and batch-invariant. The next super-block's weights are loaded before the
- * current one is used, so two steps of loads are in flight. */
+ * current one is used, so two steps of loads are in flight; the next step's header is turned into
+ * factors only after the current step is done, so the warp never waits on it mid-step. Lanes of a
+ * group never exchange data in the loop, so groups may run different numbers of steps (K not a
+ * multiple of 1024) without any warp-level synchronization. */
+/* Blocks per SM the register allocation must allow (measured on an H100, qgold bench). Q4_K at batch 1
+ * with two rows per warp fits in 64 registers: 8 blocks, one wave on 8192 rows. At batch 2-4 the
+ * compiler would hoist a whole step's activation loads into registers (up to 2x the registers, far
+ * fewer warps); 5 blocks (4 for Q5_K, which needs more) keep the earlier register counts, no spills. */
+constexpr int gemv_min_blocks(int T, int B, int R)
+{
+    return R != 2 ? 1 : B == 1 ? (T == QG_Q4_K ? 8 : 1) : (T == QG_Q5_K ? 4 : 5);
+}
+
 template <int T, int B, int R>
-__global__ void __launch_bounds__(128) k_gemv(const uint8_t *w, size_t rows, size_t nb, size_t bbytes, const __half *x, size_t ldx,
+__global__ void __launch_bounds__(128, gemv_min_blocks(T, B, R)) k_gemv(const uint8_t *w, size_t rows, size_t nb, size_t bbytes, const __half *x, size_t ldx,
                                               float *y32, uint16_t *y16)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -301,29 +316,39 @@ __global__ void __launch_bounds__(128) k_gemv(const uint8_t *w, size_t rows, siz
     if (row0 >= rows) return; /* whole warp leaves together: no partial-warp shuffles */
     const int group = lane >> 3, j = lane & 7;
     const size_t row_bytes = nb * bbytes;
-    const uint8_t *wr[R];
+    /* Pointers advance by one step (4 super-blocks) at a time: no 64-bit index products in the loop. */
+    const uint8_t *wp[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = w + (row0 + r < rows ? row0 + r : rows - 1) * row_bytes; /* tail rows: computed, not stored */
+    for (int r = 0; r < R; r++) wp[r] = w + (row0 + r < rows ? row0 + r : rows - 1) * row_bytes + (size_t)group * bbytes; /* tail rows: computed, not stored */
+    const size_t stepb = 4 * bbytes;
     float acc[R][B];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int b = 0; b < B; b++) acc[r][b] = 0.0f;
     lane_blk<T> cur[R], nxt[R];
-    size_t sb = group;
-    if (sb < nb)
+    const unsigned nbu = (unsigned)nb;
+    unsigned sb = (unsigned)group, stepu = 4;
+    /* The step is opaque to the compiler: with a known constant it hoists the next step's activation
+     * loads and holds them in registers, which costs occupancy (measured: registers up to 2.5x). */
+    asm("" : "+r"(stepu));
+    if (sb < nbu)
 #pragma unroll
-        for (int r = 0; r < R; r++) cur[r].load(wr[r] + sb * bbytes, j);
-    for (; sb < nb; sb += 4) {
-        if (sb + 4 < nb)
+        for (int r = 0; r < R; r++) {
+            cur[r].load(wp[r], j);
+            cur[r].prep(j);
+        }
+#pragma unroll 1
+    for (; sb < nbu; sb += stepu) {
+        if (sb + stepu < nbu)
 #pragma unroll
-            for (int r = 0; r < R; r++) nxt[r].load(wr[r] + (sb + 4) * bbytes, j);
+            for (int r = 0; r < R; r++) nxt[r].load(wp[r] + stepb, j);
 #pragma unroll
         for (int run = 0; run < 4; run++) {
             float wv[R][8];
 #pragma unroll
             for (int r = 0; r < R; r++) cur[r].decode(run, j, wv[r]);
-            const __half *xr = x + (unsigned)(sb * QK) + (unsigned)lane_blk<T>::run_offset(run, j);
+            const __half *xr = x + (sb * (unsigned)QK + (unsigned)lane_blk<T>::run_offset(run, j));
 #pragma unroll
             for (int b = 0; b < B; b++) {
                 float xf[8];
@@ -335,7 +360,11 @@ __global__ void __launch_bounds__(128) k_gemv(const uint8_t *w, size_t rows, siz
             }
         }
 #pragma unroll
-        for (int r = 0; r < R; r++) cur[r] = nxt[r];
+        for (int r = 0; r < R; r++) {
+            cur[r] = nxt[r];
+            cur[r].prep(j); /* the next step's header arrived while this step was computed */
+            wp[r] += stepb;
+        }
     }
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -368,30 +397,37 @@ __global__ void __launch_bounds__(128) k_gemv_split(const uint8_t *w, size_t row
     const size_t row0 = ((size_t)blockIdx.x * (unsigned)(4 / S) + (unsigned)(warp / S)) * R;
     const size_t nbw = row0 < rows ? nb : 0; /* idle warps still reach the barrier */
     const int group = lane >> 3, j = lane & 7;
-    const size_t row_bytes = nb * bbytes, step = 4 * (size_t)S;
-    const uint8_t *wr[R];
+    const size_t row_bytes = nb * bbytes;
+    const unsigned first = (unsigned)group + 4u * (unsigned)part, stepu = 4u * (unsigned)S;
+    const uint8_t *wp[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = w + (row0 + r < rows ? row0 + r : rows - 1) * row_bytes; /* tail rows: computed, not stored */
+    for (int r = 0; r < R; r++) wp[r] = w + (row0 + r < rows ? row0 + r : rows - 1) * row_bytes + (size_t)first * bbytes; /* tail rows: computed, not stored */
+    const size_t stepb = stepu * bbytes;
     float acc[R][B];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int b = 0; b < B; b++) acc[r][b] = 0.0f;
     lane_blk<T> cur[R], nxt[R];
-    size_t sb = (size_t)group + 4 * (size_t)part;
-    if (sb < nbw)
+    const unsigned nbu = (unsigned)nbw;
+    unsigned sb = first;
+    if (sb < nbu)
 #pragma unroll
-        for (int r = 0; r < R; r++) cur[r].load(wr[r] + sb * bbytes, j);
-    for (; sb < nbw; sb += step) {
-        if (sb + step < nbw)
+        for (int r = 0; r < R; r++) {
+            cur[r].load(wp[r], j);
+            cur[r].prep(j);
+        }
+#pragma unroll 1
+    for (; sb < nbu; sb += stepu) {
+        if (sb + stepu < nbu)
 #pragma unroll
-            for (int r = 0; r < R; r++) nxt[r].load(wr[r] + (sb + step) * bbytes, j);
+            for (int r = 0; r < R; r++) nxt[r].load(wp[r] + stepb, j);
 #pragma unroll
         for (int run = 0; run < 4; run++) {
             float wv[R][8];
 #pragma unroll
             for (int r = 0; r < R; r++) cur[r].decode(run, j, wv[r]);
-            const __half *xr = x + (unsigned)(sb * QK) + (unsigned)lane_blk<T>::run_offset(run, j);
+            const __half *xr = x + (sb * (unsigned)QK + (unsigned)lane_blk<T>::run_offset(run, j));
 #pragma unroll
             for (int b = 0; b < B; b++) {
                 float xf[8];
@@ -403,7 +439,11 @@ __global__ void __launch_bounds__(128) k_gemv_split(const uint8_t *w, size_t row
             }
         }
 #pragma unroll
-        for (int r = 0; r < R; r++) cur[r] = nxt[r];
+        for (int r = 0; r < R; r++) {
+            cur[r] = nxt[r];
+            cur[r].prep(j); /* the next step's header arrived while this step was computed */
+            wp[r] += stepb;
+        }
     }
 #pragma unroll
     for (int r = 0; r < R; r++)
