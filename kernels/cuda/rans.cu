@@ -104,7 +104,7 @@ __device__ __forceinline__ TileRef tile_ref(const uint8_t *buf, uint64_t meta_of
 struct Stream {
     const uint4 *src; /* global, at word a */
     uint4 *ring;      /* shared, 128 chunks */
-    uint32_t p;       /* read pointer relative to a (warp-uniform) */
+    uint32_t p;       /* read pointer relative to a, in bytes (warp-uniform) */
     uint32_t end;     /* warp end relative to a */
     uint32_t q;       /* quarter of p */
     uint4 pf;
@@ -123,7 +123,7 @@ __device__ __forceinline__ void stream_init(Stream &s, const uint8_t *pay, int w
     const uint32_t a = start & ~7u;
     s.src = reinterpret_cast<const uint4 *>(pay + 1056) + a / 8;
     s.ring = ring;
-    s.p = start - a;
+    s.p = 2u * (start - a);
     s.end = end - a;
     s.q = 0;
     uint4 c[3];
@@ -135,7 +135,7 @@ __device__ __forceinline__ void stream_init(Stream &s, const uint8_t *pay, int w
 
 __device__ __forceinline__ void stream_advance(Stream &s, int lane)
 {
-    if ((s.p >> 8) != s.q) { /* warp-uniform; crossed exactly one quarter */
+    if ((s.p >> 9) != s.q) { /* warp-uniform; crossed exactly one quarter */
         s.ring[(32u * (s.q + 3) + (uint32_t)lane) & 127u] = s.pf;
         s.q++;
         s.pf = chunk_load(s, s.q + 3, lane);
@@ -143,19 +143,38 @@ __device__ __forceinline__ void stream_advance(Stream &s, int lane)
     }
 }
 
-/* One decode step of every lane; returns the table entry (s ^ 0x80 in its top byte). */
-__device__ __forceinline__ uint32_t dstep(uint32_t &x, Stream &s, const uint32_t *tab, uint32_t lt)
+/* 32-bit shared-window loads: the addresses below are built with one or two integer operations, and no
+ * generic-to-shared conversion is redone per symbol. The "memory" clobber keeps them after the ring
+ * refills (stores plus __syncwarp) that precede them in program order. */
+__device__ __forceinline__ uint32_t lds_u32(uint32_t addr)
 {
-    const uint32_t e = tab[x & 4095u];
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint32_t lds_u16(uint32_t addr)
+{
+    unsigned short v;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* One decode step of every lane; returns the table entry (s ^ 0x80 in its top byte). tab32: the slot
+ * table's shared address; ring32: this warp's ring. Every lane reads its would-be renormalization word
+ * (the ring is always readable) and keeps it only if its state fell below L. */
+__device__ __forceinline__ uint32_t dstep(uint32_t &x, Stream &s, uint32_t tab32, uint32_t ring32, uint32_t lt)
+{
+    const uint32_t e = lds_u32(tab32 + ((x & 4095u) << 2));
     const uint32_t hi = x >> 12;
     x = hi * (e & 0xFFFu) + (hi + ((e >> 12) & 0xFFFu));
     const bool need = x < LST;
     const uint32_t m = __ballot_sync(0xFFFFFFFFu, need);
-    if (need) {
-        const uint16_t *r16 = reinterpret_cast<const uint16_t *>(s.ring);
-        x = __byte_perm((uint32_t)r16[(s.p + __popc(m & lt)) & (RING - 1)], x, 0x5410); /* (x << 16) | word */
-    }
-    s.p += __popc(m);
+    const uint32_t word = lds_u16(ring32 + ((s.p + 2u * __popc(m & lt)) & (2u * RING - 2u)));
+    x = need ? __byte_perm(word, x, 0x5410) : x; /* (x << 16) | word */
+    s.p += 2u * __popc(m);
     return e;
 }
 
@@ -176,8 +195,8 @@ __device__ __forceinline__ void load_table(DecShared &sh, const uint32_t *gtab)
 __device__ __forceinline__ uint32_t warp_verdict(const Stream &s, uint32_t x)
 {
     const uint32_t bad = __ballot_sync(0xFFFFFFFFu, x != LST);
-    if (s.p > s.end) return QG_ERR_rans_truncated;
-    if (s.p < s.end) return QG_ERR_rans_trailing_data;
+    if (s.p > 2u * s.end) return QG_ERR_rans_truncated;
+    if (s.p < 2u * s.end) return QG_ERR_rans_trailing_data;
     return bad ? (uint32_t)QG_ERR_rans_corrupt : 0u;
 }
 
@@ -241,6 +260,7 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
     const uint32_t lt = (1u << lane) - 1u;
     Stream s;
     stream_init(s, t.pay, warp, lane, sh.ring[warp]);
+    const uint32_t tab32 = smem_addr(sh.tab), ring32 = smem_addr(sh.ring[warp]);
     uint32_t x = reinterpret_cast<const uint32_t *>(t.pay)[r];
     const bool edge = t.nr < TS || t.nc < TS;
     const bool rowout = (uint32_t)r >= t.nr;
@@ -258,7 +278,7 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
         uint32_t v[4]; /* flipped byte values in byte 0 (mode 1) or byte 3 (mode 0) */
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const uint32_t e = dstep(x, s, sh.tab, lt);
+            const uint32_t e = dstep(x, s, tab32, ring32, lt);
             if (MODE1) {
                 acc1 = (e >> 24) + acc1 + 0x80u; /* b' = s' + b'_prev + 0x80 (mod 256) */
                 v[i] = acc1;
@@ -362,6 +382,7 @@ struct StageShared {
 template <bool MODE1>
 __device__ __forceinline__ uint32_t staged_decode(StageShared &sh, const TileRef &t, Stream &s, int r, uint32_t lt)
 {
+    const uint32_t tab32 = smem_addr(sh.d.tab), ring32 = smem_addr(sh.d.ring[r >> 5]);
     uint32_t x = reinterpret_cast<const uint32_t *>(t.pay)[r];
     uint32_t acc1 = 0x80u;
     const int lane = r & 31;
@@ -370,7 +391,7 @@ __device__ __forceinline__ uint32_t staged_decode(StageShared &sh, const TileRef
         uint32_t v[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const uint32_t e = dstep(x, s, sh.d.tab, lt);
+            const uint32_t e = dstep(x, s, tab32, ring32, lt);
             if (MODE1) {
                 acc1 = (e >> 24) + acc1 + 0x80u;
                 v[i] = acc1;
