@@ -30,7 +30,9 @@
  * compiler chooses per call site, so only the canonical NaN keeps the invariances above bitwise.
  *
  * Execution (none of it changes the order above): batch 1 takes rows in pairs and dequantizes in
- * registers; batch 2-4 one row with all columns in registers; batch 5-16 dequantizes each block of a
+ * registers; Q4_K there reads its codes staged as fp16 subnormals (q 2^-24 or q 2^-20, converted
+ * exactly straight from memory) against factors scaled by 2^24 or 2^20, the same weight bits (see
+ * q4_stage); batch 2-4 one row with all columns in registers; batch 5-16 dequantizes each block of a
  * row pair once into a float32 buffer, then runs the columns in pairs over both rows. Rows are split
  * over qg_threads() threads (kernels/cpu/threads.h), each row computed whole by one thread. The NEON
  * file follows the same orders, so on finite data its GEMV outputs and dot results are these bits too.
@@ -593,9 +595,157 @@ QG_INLINE void gemv_rows_bn(const gemv_ctx *c, size_t m0, size_t m1, const qg_kt
     }
 }
 
+/* Q4_K at batch 1. The blocks of two rows r0, r1 at the same position are staged for the loop below:
+ *   codes: each row's 256 codes in element order as fp16 bit patterns, the low-nibble ones as q
+ *          (bits 0-3) and the high-nibble ones as 16q (bits 4-7, the byte masked with 0xF0, not
+ *          shifted): fp16 subnormals, whose conversion (VCVTPH2PS, exact, straight from memory)
+ *          gives q 2^-24 and q 2^-20;
+ *   fac:   per chunk j (64 elements, groups 2j and 2j+1), (a_2j, b_2j, a_2j+1, b_2j+1) of r0 then of
+ *          r1, a scaled to match its codes: a 2^24 or a 2^20, computed as (D 2^k) * sc. D 2^k is
+ *          exact (a power of two; |D| <= 65504, so no overflow; inf and NaN pass unchanged) and
+ *          (D 2^k) sc = (D sc) 2^k exactly, inf*0 and NaN products included.
+ * Then (q 2^-k)(a 2^k) = qa exactly, so fmsub(q 2^-k, a 2^k, b) is the same single rounding of a*q - b
+ * as fmsub(q, a, b), and ((a 2^k) * (q 2^-k)) - b the same two operations as (a*q) - b: the weights
+ * are the reference's bits. */
+typedef struct {
+    _Alignas(32) float fac[4][8];
+    _Alignas(32) uint16_t codes[2][QK];
+} q4_stage;
+
+/* The codes of chunk j of one block (qs[32j ..], elements 64j ..): elements 64j + l (low nibbles of its
+ * 32 bytes, l < 32) and 64j + 32 + l (high nibbles), into h[64j ..]. */
+QG_INLINE void q4_stage_chunk(const uint8_t *qs, uint16_t *h, const int j)
+{
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) {
+        const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(qs + 32 * j + 16 * k)));
+        _mm256_store_si256((__m256i *)(h + 64 * j + 16 * k), _mm256_and_si256(c, _mm256_set1_epi16(QG_Q4_HIGH(8 * j) ? 0xF0 : 0x0F)));
+        _mm256_store_si256((__m256i *)(h + 64 * j + 32 + 16 * k), _mm256_and_si256(c, _mm256_set1_epi16(QG_Q4_HIGH(8 * j + 4) ? 0xF0 : 0x0F)));
+    }
+}
+
+/* Stages blocks b0 and b1 (the same block for a single row); returns whether d or dmin of either is
+ * inf/NaN. */
+QG_INLINE int q4_stage2(const uint8_t *b0, const uint8_t *b1, q4_stage *f, const int stage_codes)
+{
+    /* Each 128-bit half holds one row. Its 16 bytes d, dmin, s0..s11 as dwords V0..V3; unpack_scales
+     * in dwords: (sc0..3, m0..3, sc4..7, m4..7) = (V1 & lo6, V2 & lo6, (V3 & nib) | ((V1 >> 2) & top2),
+     * ((V3 >> 4) & nib) | ((V2 >> 2) & top2)). */
+    const __m256i v = _mm256_loadu2_m128i((const __m128i *)b1, (const __m128i *)b0);
+    const __m256i A = _mm256_shuffle_epi32(v, 0xF9), B = _mm256_shuffle_epi32(v, 0x99); /* (V1 V2 V3 V3), (V1 V2 V1 V2) */
+    const __m256i lo = _mm256_setr_epi32(0x3F3F3F3F, 0x3F3F3F3F, 0x0F0F0F0F, 0x0F0F0F0F, 0x3F3F3F3F, 0x3F3F3F3F, 0x0F0F0F0F, 0x0F0F0F0F);
+    const __m256i hi = _mm256_setr_epi32(0, 0, 0x30303030, 0x30303030, 0, 0, 0x30303030, 0x30303030);
+    const __m256i sh = _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4);
+    const __m256i s = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(A, sh), lo), _mm256_and_si256(_mm256_srli_epi32(B, 2), hi));
+    /* per half (D 2^k0, Dm, D 2^k1, Dm) of its row, k0 and k1 the scales of a chunk's two groups */
+    const __m128i dm = _mm_cvtsi64_si128((long long)(ld32(b0) | (uint64_t)ld32(b1) << 32)); /* dh0 mh0 dh1 mh1 */
+    const __m256 d = _mm256_cvtph_ps(_mm_shuffle_epi8(dm, _mm_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7)));
+#define QG_Q4_K(v) (QG_Q4_HIGH(v) ? 1048576.0f : 16777216.0f) /* 2^20, 2^24 */
+    const __m256 dk = _mm256_mul_ps(d, _mm256_setr_ps(QG_Q4_K(0), 1.0f, QG_Q4_K(4), 1.0f, QG_Q4_K(0), 1.0f, QG_Q4_K(4), 1.0f));
+#undef QG_Q4_K
+    /* chunk j: the dwords (sc_2j, m_2j, sc_2j+1, m_2j+1) of each half; s holds sc_g at byte g (g < 4)
+     * or 8 + g - 4, m_g four bytes further */
+#define QG_Q4_SC(g) ((g) < 4 ? (g) : 4 + (g))
+#define QG_Q4_FAC(j)                                                                                                                 \
+    _mm256_mul_ps(dk, _mm256_cvtepi32_ps(_mm256_shuffle_epi8(                                                                         \
+                          s, _mm256_setr_epi8(QG_Q4_SC(2 * (j)), -1, -1, -1, QG_Q4_SC(2 * (j)) + 4, -1, -1, -1, QG_Q4_SC(2 * (j) + 1), -1, \
+                                              -1, -1, QG_Q4_SC(2 * (j) + 1) + 4, -1, -1, -1, QG_Q4_SC(2 * (j)), -1, -1, -1,                \
+                                              QG_Q4_SC(2 * (j)) + 4, -1, -1, -1, QG_Q4_SC(2 * (j) + 1), -1, -1, -1,                       \
+                                              QG_Q4_SC(2 * (j) + 1) + 4, -1, -1, -1))))
+    _mm256_store_ps(f->fac[0], QG_Q4_FAC(0));
+    _mm256_store_ps(f->fac[1], QG_Q4_FAC(1));
+    _mm256_store_ps(f->fac[2], QG_Q4_FAC(2));
+    _mm256_store_ps(f->fac[3], QG_Q4_FAC(3));
+#undef QG_Q4_FAC
+#undef QG_Q4_SC
+#pragma GCC unroll 4
+    for (int j = 0; j < 4 && stage_codes; j++) {
+        q4_stage_chunk(b0 + Q4K_QS, f->codes[0], j);
+        q4_stage_chunk(b1 + Q4K_QS, f->codes[1], j);
+    }
+    return (ld16(b0) & 0x7C00) == 0x7C00 || (ld16(b0 + 2) & 0x7C00) == 0x7C00 || (ld16(b1) & 0x7C00) == 0x7C00 ||
+           (ld16(b1 + 2) & 0x7C00) == 0x7C00;
+}
+
+/* The weight vector of codes h (8 staged halves) with factors a, b (see above). */
+QG_INLINE __m256 q4_w(const uint16_t *h, const __m256 a, const __m256 b, const int ms)
+{
+    const __m256 q = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)h));
+    return ms ? _mm256_sub_ps(_mm256_mul_ps(a, q), b) : _mm256_fmsub_ps(q, a, b);
+}
+
+/* One staged Q4_K block of R = 1 or 2 rows at batch 1: vector v = 8j + u (u < 4) of chunk j goes to A0
+ * and v + 4 to A1, so each accumulator sees its vectors in increasing v. Loops: chunk, half (A0's
+ * vectors, then A1's), u, row: each activation vector is loaded once for both rows, and the
+ * accumulators, the half's factors and the activation stay in registers. The next block's codes (nq0,
+ * nq1) are staged into nf chunk by chunk, so their stores spread over the block. */
+QG_INLINE void q4_block_b1(const q4_stage *f, const int R, const int ms, const float *xb, __m256 acc[2][2], const uint8_t *nq0,
+                           const uint8_t *nq1, q4_stage *nf)
+{
+    __m256 s00 = acc[0][0], s01 = acc[0][1], s10 = acc[1][0], s11 = acc[1][1];
+    const float *fac = f->fac[0];
+    const uint16_t *h0 = f->codes[0], *h1 = f->codes[1];
+#pragma GCC unroll 1
+    for (int j = 0; j < 4; j++, fac += 8, h0 += 64, h1 += 64, xb += 64) {
+        q4_stage_chunk(nq0, nf->codes[0], j);
+        if (R == 2) q4_stage_chunk(nq1, nf->codes[1], j);
+        {
+            const __m256 a0 = _mm256_broadcast_ss(fac), b0 = _mm256_broadcast_ss(fac + 1);
+            const __m256 a1 = _mm256_broadcast_ss(fac + 4), b1 = _mm256_broadcast_ss(fac + 5);
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                __m256 x = _mm256_load_ps(xb + 8 * u);
+                QG_IN_REGISTER(x); /* one load for both rows */
+                s00 = _mm256_fmadd_ps(q4_w(h0 + 8 * u, a0, b0, ms), x, s00);
+                if (R == 2) s10 = _mm256_fmadd_ps(q4_w(h1 + 8 * u, a1, b1, ms), x, s10);
+            }
+        }
+        {
+            const __m256 a0 = _mm256_broadcast_ss(fac + 2), b0 = _mm256_broadcast_ss(fac + 3);
+            const __m256 a1 = _mm256_broadcast_ss(fac + 6), b1 = _mm256_broadcast_ss(fac + 7);
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                __m256 x = _mm256_load_ps(xb + 32 + 8 * u);
+                QG_IN_REGISTER(x);
+                s01 = _mm256_fmadd_ps(q4_w(h0 + 32 + 8 * u, a0, b0, ms), x, s01);
+                if (R == 2) s11 = _mm256_fmadd_ps(q4_w(h1 + 32 + 8 * u, a1, b1, ms), x, s11);
+            }
+        }
+    }
+    acc[0][0] = s00, acc[0][1] = s01, acc[1][0] = s10, acc[1][1] = s11;
+}
+
+/* Q4_K, batch 1, rows m and m + 1 (R = 2) or row m alone. Each block is staged one block ahead (its
+ * factors before the block before it, its codes inside that block's loop), so the staged codes are in
+ * the cache, not still in the store queue, when the vector loop reads them; the last block stages
+ * itself again into the unused buffer. */
+QG_INLINE void q4_rows_b1(const gemv_ctx *c, size_t m, const int R)
+{
+    const size_t nb = c->cols / QK, bsz = qg_kq_block_bytes(QG_Q4_K), rb = nb * bsz;
+    q4_stage f[2];
+    int sp[2];
+    __m256 acc[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+    const uint8_t *w0 = c->w + m * rb, *w1 = w0 + (size_t)(R - 1) * rb; /* a single row is staged twice */
+    sp[0] = q4_stage2(w0, w1, &f[0], 1);
+    for (size_t i = 0; i < nb; i++) {
+        const size_t o = (i + 1 < nb ? i + 1 : i) * bsz;
+        q4_stage *nf = &f[(i + 1) & 1];
+        const int nsp = q4_stage2(w0 + o, w1 + o, nf, 0);
+        const float *xb = c->xf + i * QK;
+        if (sp[i & 1]) q4_block_b1(&f[i & 1], R, 1, xb, acc, w0 + o + Q4K_QS, w1 + o + Q4K_QS, nf);
+        else q4_block_b1(&f[i & 1], R, 0, xb, acc, w0 + o + Q4K_QS, w1 + o + Q4K_QS, nf);
+        sp[(i + 1) & 1] = nsp;
+    }
+    for (int r = 0; r < R; r++) put_y(c, m + (size_t)r, 0, hsum_ps(acc[r][0], acc[r][1]));
+}
+
 QG_INLINE void gemv_rows_t(const gemv_ctx *c, size_t m0, size_t m1, const qg_ktype t)
 {
-    if (c->batch == 1) gemv_rows_b1(c, m0, m1, t);
+    if (c->batch == 1 && t == QG_Q4_K) {
+        size_t m = m0;
+        for (; m + 2 <= m1; m += 2) q4_rows_b1(c, m, 2);
+        if (m < m1) q4_rows_b1(c, m, 1);
+    } else if (c->batch == 1) gemv_rows_b1(c, m0, m1, t);
     else if (c->batch <= 4) gemv_rows_b234(c, m0, m1, t);
     else gemv_rows_bn(c, m0, m1, t);
 }
