@@ -8,8 +8,8 @@
  * decrements the call's pending count, and the worker that brings it to 0 signals the caller. A slot is
  * only rewritten after its previous range finished (the caller waits for pending == 0 before it
  * returns), so a worker never reads a half-written job. When qg_threads() drops below the pool size,
- * the next pooled call retires the workers above it (an exit job, then a join). Workers that are never
- * retired live until the process exits; all of the pool's storage is static.
+ * the next call that finds the pool free retires the workers above it (an exit job, then a join).
+ * Workers that are never retired live until the process exits; all of the pool's storage is static.
  *
  * One call at a time owns the pool (an atomic flag). A call that finds it owned (another thread's
  * call, or a kernel called from inside a range, on a worker or on the owning caller itself) runs its
@@ -27,9 +27,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
 
 enum { QG_MAX_THREADS = 256 };
 
@@ -167,7 +166,7 @@ static void pool_atfork_child(void)
     atomic_flag_clear(&g_pool.owned);
 }
 
-/* Publishes slot k's job and wakes it (the caller owns the pool). */
+/* Publishes slot k's job (the caller owns the pool); wake_all() then wakes a parked worker. */
 static void post(size_t k)
 {
     atomic_fetch_add_explicit(&g_pool.slot[k].seq, 1, memory_order_release);
