@@ -262,7 +262,7 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
     stream_init(s, t.pay, warp, lane, sh.ring[warp]);
     const uint32_t tab32 = smem_addr(sh.tab), ring32 = smem_addr(sh.ring[warp]);
     uint32_t x = reinterpret_cast<const uint32_t *>(t.pay)[r];
-    const bool edge = t.nr < TS || t.nc < TS;
+    const bool edge = t.nr < TS || t.nc < TS, slow = edge || chk;
     const bool rowout = (uint32_t)r >= t.nr;
     uint32_t acc1 = 0x80u; /* mode 1: previous byte, flipped (b ^ 0x80); b[-1] = 0 */
     uint32_t outside = 0, s0 = 0, s1 = 0;
@@ -287,22 +287,26 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
             }
         }
         stream_advance(s, lane);
-        constexpr uint32_t SEL = MODE1 ? 0x7440u : 0x7443u;
-        /* four flipped bytes in one word, then the true bytes */
-        const uint32_t four = __byte_perm(__byte_perm(v[0], v[1], MODE1 ? 0x0040u : 0x0073u),
-                                          __byte_perm(v[2], v[3], MODE1 ? 0x0040u : 0x0073u), 0x5410u) ^ 0x80808080u;
-        if (edge) {
-            if (rowout || (uint32_t)c0 + 4 > t.nc) {
-                for (int i = 0; i < 4; i++)
-                    if (rowout || (uint32_t)(c0 + i) >= t.nc) outside |= (four >> (8 * i)) & 0xFFu;
+        /* four flipped bytes in one word, then the true bytes: only the decoder, edge tiles and
+         * checksums need them (slow is tile-uniform) */
+        uint32_t four = 0;
+        if (OUT < 0 || slow) {
+            four = __byte_perm(__byte_perm(v[0], v[1], MODE1 ? 0x0040u : 0x0073u), __byte_perm(v[2], v[3], MODE1 ? 0x0040u : 0x0073u),
+                               0x5410u) ^
+                   0x80808080u;
+            if (edge) {
+                if (rowout || (uint32_t)c0 + 4 > t.nc) {
+                    for (int i = 0; i < 4; i++)
+                        if (rowout || (uint32_t)(c0 + i) >= t.nc) outside |= (four >> (8 * i)) & 0xFFu;
+                }
             }
-        }
-        if (chk) {
+            if (chk) {
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const uint32_t b = (four >> (8 * i)) & 0xFFu;
-                s0 += b;
-                s1 += (uint32_t)(c0 + i) * b;
+                for (int i = 0; i < 4; i++) {
+                    const uint32_t b = (four >> (8 * i)) & 0xFFu;
+                    s0 += b;
+                    s1 += (uint32_t)(c0 + i) * b;
+                }
             }
         }
         if (OUT < 0) {
@@ -325,7 +329,10 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
             }
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const float qf = byte_to_float(v[i], SEL);
+                /* the float 2^23 + (s ^ 0x80) from the flipped byte (byte 0 in mode 1, byte 3 in mode 0),
+                 * without a byte-select operand; minus 2^23 + 128 it is the signed byte, exactly */
+                const uint32_t bits = MODE1 ? (v[i] & 0xFFu) | FBITS : FBITS + (v[i] >> 24);
+                const float qf = __uint_as_float(bits) - MAGIC;
 #pragma unroll
                 for (int b = 0; b < BP; b++) acc[b] = __fmaf_rn(qf, xv[i * BP + b], acc[b]);
             }
