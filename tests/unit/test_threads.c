@@ -17,6 +17,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -187,6 +189,12 @@ static void test_concurrent(void)
 
 static void test_fork(void)
 {
+    /* qemu user mode aborts inside itself in a child forked from a multi-threaded process, whatever the
+     * program does; the cross-built suite sets QG_EMULATED (CMakePresets.json), native runs check this. */
+    if (getenv("QG_EMULATED") != NULL) {
+        printf("unit.threads: fork check skipped under emulation (QG_EMULATED)\n");
+        return;
+    }
     qg_set_threads(3);
     check_call(1000, 1, 1, 3, 0); /* workers exist in the parent */
     fflush(NULL);
