@@ -5,6 +5,7 @@
 
 #include "qgold/registry.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,22 @@ static inline int qg_test_untouched(const void *p, size_t bytes, unsigned char v
     for (size_t i = 0; i < bytes; i++)
         if (c[i] != v) return 0;
     return 1;
+}
+
+/* A GEMV test call's output buffer `out`: n float32 results, then n fp16 results. `outs` asks for float32
+ * (bit 0) and/or fp16 (bit 1); a part not asked for is zeroed and comes back as NULL. */
+static inline void qg_test_gemv_outs(void *out, size_t n, int outs, float **y32, uint16_t **y16)
+{
+    *y32 = out;
+    *y16 = (uint16_t *)out + 2 * n;
+    if (!(outs & 1)) {
+        memset(*y32, 0, n * 4);
+        *y32 = NULL;
+    }
+    if (!(outs & 2)) {
+        memset(*y16, 0, n * 2);
+        *y16 = NULL;
+    }
 }
 
 /* main() of a backend-generic kernel test, `NAME BACKEND [full]`: the optimized backend named by argv[1]

@@ -245,16 +245,9 @@ static int call_gemv(void *vc, void *out)
 {
     gemv_call *c = vc;
     const size_t n = c->rows * c->batch;
-    float *y32 = out;
-    uint16_t *y16 = (uint16_t *)out + 2 * n;
-    if (!(c->outs & 1)) {
-        memset(y32, 0, n * 4);
-        y32 = NULL;
-    }
-    if (!(c->outs & 2)) {
-        memset(y16, 0, n * 2);
-        y16 = NULL;
-    }
+    float *y32;
+    uint16_t *y16;
+    qg_test_gemv_outs(out, n, c->outs, &y32, &y16);
     return c->k->fn.kq_gemv(c->t, c->w, c->nbytes, c->rows, c->cols, c->x, c->batch, y32, y16);
 }
 
