@@ -98,9 +98,9 @@ __device__ __forceinline__ TileRef tile_ref(const uint8_t *buf, uint64_t meta_of
  * aligned payload). Quarter k = words [256k, 256k + 256) (one chunk per lane) lives in ring slot k & 3.
  * Invariant while the read pointer is in quarter q: quarters q, q+1, q+2 are in the ring and `pf` holds
  * this lane's chunk of quarter q+3, loaded about 18 steps before it is stored, which covers the memory
- * latency. A group of 4 steps reads at most 128 words past the pointer, so checking for a quarter
- * crossing once per group suffices. Chunks at or past the warp's end are never loaded; the last one
- * loaded ends inside the payload's 16-byte rounding. */
+ * latency. A group of at most 8 steps reads at most 256 words (one quarter) past the pointer and moves
+ * it by at most one quarter, so checking for a quarter crossing once per group suffices. Chunks at or
+ * past the warp's end are never loaded; the last one loaded ends inside the payload's 16-byte rounding. */
 struct Stream {
     const uint4 *src; /* global, at word a */
     uint4 *ring;      /* shared, 128 chunks */
@@ -167,24 +167,39 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)
  * (the ring is always readable) and keeps it only if its state fell below L. */
 __device__ __forceinline__ uint32_t dstep(uint32_t &x, Stream &s, uint32_t tab32, uint32_t ring32, uint32_t lt)
 {
-    const uint32_t e = lds_u32(tab32 + ((x & 4095u) << 2));
+    /* the table address as (x & 4095) then one shift-and-add (written in PTX: the compiler would
+     * otherwise shift first and need a separate mask and add) */
+    uint32_t ta;
+    asm("{ .reg .b32 t; and.b32 t, %1, 4095; shl.b32 t, t, 2; add.u32 %0, t, %2; }" : "=r"(ta) : "r"(x), "r"(tab32));
+    const uint32_t e = lds_u32(ta);
     const uint32_t hi = x >> 12;
     x = hi * (e & 0xFFFu) + (hi + ((e >> 12) & 0xFFFu));
     const bool need = x < LST;
     const uint32_t m = __ballot_sync(0xFFFFFFFFu, need);
-    const uint32_t word = lds_u16(ring32 + ((s.p + 2u * __popc(m & lt)) & (2u * RING - 2u)));
+    const uint32_t word = lds_u16(((s.p + 2u * __popc(m & lt)) & (2u * RING - 2u)) | ring32); /* ring32 % (2 RING) == 0 */
     x = need ? __byte_perm(word, x, 0x5410) : x; /* (x << 16) | word */
     s.p += 2u * __popc(m);
     return e;
 }
 
-/* Shared pieces of every decoding block: the slot table and the warp rings. */
+/* Shared pieces of every decoding block: the slot table and the warp rings, with one spare ring's worth
+ * of space so that the rings can start at a multiple of their size (see warp_ring). */
 struct DecShared {
     uint32_t tab[4096];
-    uint4 ring[NW][RING / 8];
+    uint4 ring[NW + 1][RING / 8];
     uint32_t wcode[NW];
     uint32_t red[NW][3];
 };
+
+/* Warp w's ring (2 RING bytes) at a shared address that is a multiple of 2 RING, so a ring offset is ORed
+ * into it: one instruction per renormalization read. The alignment is made at run time, since a static
+ * shared variable's window address is not known at compile time. */
+__device__ __forceinline__ uint4 *warp_ring(DecShared &sh, int w)
+{
+    const uint32_t a = smem_addr(sh.ring);
+    const uint32_t pad = ((a + (2u * RING - 1u)) & ~(2u * RING - 1u)) - a;
+    return reinterpret_cast<uint4 *>(reinterpret_cast<unsigned char *>(sh.ring) + pad) + (size_t)w * (RING / 8);
+}
 
 __device__ __forceinline__ void load_table(DecShared &sh, const uint32_t *gtab)
 {
@@ -259,8 +274,9 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = threadIdx.x;
     const uint32_t lt = (1u << lane) - 1u;
     Stream s;
-    stream_init(s, t.pay, warp, lane, sh.ring[warp]);
-    const uint32_t tab32 = smem_addr(sh.tab), ring32 = smem_addr(sh.ring[warp]);
+    uint4 *ring = warp_ring(sh, warp);
+    stream_init(s, t.pay, warp, lane, ring);
+    const uint32_t tab32 = smem_addr(sh.tab), ring32 = smem_addr(ring);
     uint32_t x = reinterpret_cast<const uint32_t *>(t.pay)[r];
     const bool edge = t.nr < TS || t.nc < TS, slow = edge || chk;
     const bool rowout = (uint32_t)r >= t.nr;
@@ -273,6 +289,42 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
     uint32_t pk0 = 0, pk1 = 0, pk2 = 0; /* decode: the previous three words of the current 16 bytes */
     const float *xt = xf; /* shared: this tile's columns */
     uint8_t *wrow = OUT < 0 ? w + ((size_t)t.ti * TS + (size_t)r) * K + (size_t)t.tj * TS : nullptr;
+    if (OUT > 0 && OUT <= 4 && !slow) {
+        /* GEMV of up to 4 columns over an interior tile without checksums: groups of 8 steps (one
+         * crossing check each, see Stream), each symbol multiplied in as it is decoded; the order of
+         * every lane's sum is unchanged */
+#pragma unroll 1
+        for (int c0 = 0; c0 < TS; c0 += 8) {
+            const float4 *x4 = reinterpret_cast<const float4 *>(xt + (size_t)c0 * BP);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float xv[4 * BP];
+#pragma unroll
+                for (int k4 = 0; k4 < BP; k4++) {
+                    const float4 f = x4[h * BP + k4];
+                    xv[4 * k4] = f.x;
+                    xv[4 * k4 + 1] = f.y;
+                    xv[4 * k4 + 2] = f.z;
+                    xv[4 * k4 + 3] = f.w;
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const uint32_t e = dstep(x, s, tab32, ring32, lt);
+                    uint32_t bits;
+                    if (MODE1) {
+                        acc1 = (e >> 24) + acc1 + 0x80u;
+                        bits = (acc1 & 0xFFu) | FBITS;
+                    } else {
+                        bits = FBITS + (e >> 24);
+                    }
+                    const float qf = __uint_as_float(bits) - MAGIC;
+#pragma unroll
+                    for (int b = 0; b < BP; b++) acc[b] = __fmaf_rn(qf, xv[i * BP + b], acc[b]);
+                }
+            }
+            stream_advance(s, lane);
+        }
+    } else
 #pragma unroll 1
     for (int c0 = 0; c0 < TS; c0 += 4) {
         uint32_t v[4]; /* flipped byte values in byte 0 (mode 1) or byte 3 (mode 0) */
@@ -389,7 +441,7 @@ struct StageShared {
 template <bool MODE1>
 __device__ __forceinline__ uint32_t staged_decode(StageShared &sh, const TileRef &t, Stream &s, int r, uint32_t lt)
 {
-    const uint32_t tab32 = smem_addr(sh.d.tab), ring32 = smem_addr(sh.d.ring[r >> 5]);
+    const uint32_t tab32 = smem_addr(sh.d.tab), ring32 = smem_addr(warp_ring(sh.d, r >> 5));
     uint32_t x = reinterpret_cast<const uint32_t *>(t.pay)[r];
     uint32_t acc1 = 0x80u;
     const int lane = r & 31;
@@ -431,7 +483,7 @@ __global__ void __launch_bounds__(256) k_staged(const uint8_t *buf, uint64_t met
     for (uint32_t k = blockIdx.x; k < ntiles; k += gridDim.x) {
         const TileRef t = tile_ref(buf, meta_off, tiles_c, M, K, k);
         Stream s;
-        stream_init(s, t.pay, warp, lane, sh.d.ring[warp]);
+        stream_init(s, t.pay, warp, lane, warp_ring(sh.d, warp));
         const uint32_t x = (t.mode & 1u) ? staged_decode<true>(sh, t, s, r, lt) : staged_decode<false>(sh, t, s, r, lt);
         const uint32_t code = warp_verdict(s, x);
         if (lane == 0) sh.d.wcode[warp] = code;
