@@ -185,7 +185,7 @@ __device__ __forceinline__ uint32_t dstep(uint32_t &x, Stream &s, uint32_t tab32
 /* Shared pieces of every decoding block: the slot table and the warp rings, with one spare ring's worth
  * of space so that the rings can start at a multiple of their size (see warp_ring). */
 struct DecShared {
-    uint32_t tab[4096];
+    __align__(16) uint32_t tab[4096];
     uint4 ring[NW + 1][RING / 8];
     uint32_t wcode[NW];
     uint32_t red[NW][3];
@@ -201,9 +201,17 @@ __device__ __forceinline__ uint4 *warp_ring(DecShared &sh, int w)
     return reinterpret_cast<uint4 *>(reinterpret_cast<unsigned char *>(sh.ring) + pad) + (size_t)w * (RING / 8);
 }
 
+/* The 16 KB slot table into shared memory: blocks have 256 threads, so four independent 16-byte loads
+ * per thread, all in flight at once (gtab comes from cudaMalloc: 16-byte aligned). */
 __device__ __forceinline__ void load_table(DecShared &sh, const uint32_t *gtab)
 {
-    for (int i = threadIdx.x; i < 4096; i += blockDim.x) sh.tab[i] = __ldg(gtab + i);
+    const uint4 *g = reinterpret_cast<const uint4 *>(gtab);
+    uint4 *d = reinterpret_cast<uint4 *>(sh.tab);
+    uint4 v[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) v[j] = __ldg(g + threadIdx.x + 256 * j);
+#pragma unroll
+    for (int j = 0; j < 4; j++) d[threadIdx.x + 256 * j] = v[j];
 }
 
 /* Per-warp verdict after 256 steps (reference order inside a warp). */
@@ -274,10 +282,10 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = threadIdx.x;
     const uint32_t lt = (1u << lane) - 1u;
     Stream s;
+    uint32_t x = reinterpret_cast<const uint32_t *>(t.pay)[r]; /* issued before the stream's loads wait */
     uint4 *ring = warp_ring(sh, warp);
     stream_init(s, t.pay, warp, lane, ring);
     const uint32_t tab32 = smem_addr(sh.tab), ring32 = smem_addr(ring);
-    uint32_t x = reinterpret_cast<const uint32_t *>(t.pay)[r];
     const bool edge = t.nr < TS || t.nc < TS, slow = edge || chk;
     const bool rowout = (uint32_t)r >= t.nr;
     uint32_t acc1 = 0x80u; /* mode 1: previous byte, flipped (b ^ 0x80); b[-1] = 0 */
