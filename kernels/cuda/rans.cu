@@ -59,6 +59,48 @@ __device__ __forceinline__ float byte_to_float(uint32_t flipped, uint32_t sel)
     return __uint_as_float(__byte_perm(flipped, FBITS, sel)) - MAGIC;
 }
 
+/* The flipped byte of one decode step in a word: mode 1 (running sum along the row), b' = s' + b'_prev +
+ * 0x80 (mod 256) in byte 0 of acc1; mode 0, the table entry itself, s ^ 0x80 in byte 3. */
+template <bool MODE1>
+__device__ __forceinline__ uint32_t step_byte(uint32_t e, uint32_t &acc1)
+{
+    if (!MODE1) return e;
+    acc1 = (e >> 24) + acc1 + 0x80u;
+    return acc1;
+}
+
+/* The signed byte of a step_byte word as a float: 2^23 + (s ^ 0x80) built without a byte-select operand
+ * (an OR in mode 1, a shifted add in mode 0), minus 2^23 + 128: exact. */
+template <bool MODE1>
+__device__ __forceinline__ float step_float(uint32_t v)
+{
+    const uint32_t bits = MODE1 ? (v & 0xFFu) | FBITS : FBITS + (v >> 24);
+    return __uint_as_float(bits) - MAGIC;
+}
+
+/* Four consecutive steps' bytes (step_byte words) as one little-endian word of true bytes. */
+template <bool MODE1>
+__device__ __forceinline__ uint32_t pack4(const uint32_t v[4])
+{
+    const uint32_t sel = MODE1 ? 0x0040u : 0x0073u;
+    return __byte_perm(__byte_perm(v[0], v[1], sel), __byte_perm(v[2], v[3], sel), 0x5410u) ^ 0x80808080u;
+}
+
+/* Activations x[c .. c+3][0 .. BP) of a [c][b] block: 4 BP consecutive floats, BP 16-byte loads. */
+template <int BP>
+__device__ __forceinline__ void load_x4(const float *xc, float *xv)
+{
+    const float4 *x4 = reinterpret_cast<const float4 *>(xc);
+#pragma unroll
+    for (int k4 = 0; k4 < BP; k4++) {
+        const float4 f = x4[k4];
+        xv[4 * k4] = f.x;
+        xv[4 * k4 + 1] = f.y;
+        xv[4 * k4 + 2] = f.z;
+        xv[4 * k4 + 3] = f.w;
+    }
+}
+
 __device__ __forceinline__ uint64_t ld64(const uint8_t *p) { return *reinterpret_cast<const uint64_t *>(p); }
 __device__ __forceinline__ uint32_t ld32(const uint8_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
 
@@ -303,29 +345,13 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
          * every lane's sum is unchanged */
 #pragma unroll 1
         for (int c0 = 0; c0 < TS; c0 += 8) {
-            const float4 *x4 = reinterpret_cast<const float4 *>(xt + (size_t)c0 * BP);
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
+            for (int h = 0; h < 8; h += 4) {
                 float xv[4 * BP];
-#pragma unroll
-                for (int k4 = 0; k4 < BP; k4++) {
-                    const float4 f = x4[h * BP + k4];
-                    xv[4 * k4] = f.x;
-                    xv[4 * k4 + 1] = f.y;
-                    xv[4 * k4 + 2] = f.z;
-                    xv[4 * k4 + 3] = f.w;
-                }
+                load_x4<BP>(xt + (size_t)(c0 + h) * BP, xv);
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    const uint32_t e = dstep(x, s, tab32, ring32, lt);
-                    uint32_t bits;
-                    if (MODE1) {
-                        acc1 = (e >> 24) + acc1 + 0x80u;
-                        bits = (acc1 & 0xFFu) | FBITS;
-                    } else {
-                        bits = FBITS + (e >> 24);
-                    }
-                    const float qf = __uint_as_float(bits) - MAGIC;
+                    const float qf = step_float<MODE1>(step_byte<MODE1>(dstep(x, s, tab32, ring32, lt), acc1));
 #pragma unroll
                     for (int b = 0; b < BP; b++) acc[b] = __fmaf_rn(qf, xv[i * BP + b], acc[b]);
                 }
@@ -337,23 +363,13 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
     for (int c0 = 0; c0 < TS; c0 += 4) {
         uint32_t v[4]; /* flipped byte values in byte 0 (mode 1) or byte 3 (mode 0) */
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint32_t e = dstep(x, s, tab32, ring32, lt);
-            if (MODE1) {
-                acc1 = (e >> 24) + acc1 + 0x80u; /* b' = s' + b'_prev + 0x80 (mod 256) */
-                v[i] = acc1;
-            } else {
-                v[i] = e;
-            }
-        }
+        for (int i = 0; i < 4; i++) v[i] = step_byte<MODE1>(dstep(x, s, tab32, ring32, lt), acc1);
         stream_advance(s, lane);
         /* four flipped bytes in one word, then the true bytes: only the decoder, edge tiles and
          * checksums need them (slow is tile-uniform) */
         uint32_t four = 0;
         if (OUT < 0 || slow) {
-            four = __byte_perm(__byte_perm(v[0], v[1], MODE1 ? 0x0040u : 0x0073u), __byte_perm(v[2], v[3], MODE1 ? 0x0040u : 0x0073u),
-                               0x5410u) ^
-                   0x80808080u;
+            four = pack4<MODE1>(v);
             if (edge) {
                 if (rowout || (uint32_t)c0 + 4 > t.nc) {
                     for (int i = 0; i < 4; i++)
@@ -376,23 +392,11 @@ __device__ __forceinline__ void fast_tile(DecShared &sh, const TileRef &t, bool 
             pk1 = pk2;
             pk2 = four;
         } else {
-            /* x[c0 .. c0+3][0 .. BP) is 4 * BP consecutive floats: BP 16-byte loads (warp-uniform) */
             float xv[4 * BP];
-            const float4 *x4 = reinterpret_cast<const float4 *>(xt + (size_t)c0 * BP);
-#pragma unroll
-            for (int k4 = 0; k4 < BP; k4++) {
-                const float4 f = x4[k4];
-                xv[4 * k4] = f.x;
-                xv[4 * k4 + 1] = f.y;
-                xv[4 * k4 + 2] = f.z;
-                xv[4 * k4 + 3] = f.w;
-            }
+            load_x4<BP>(xt + (size_t)c0 * BP, xv); /* warp-uniform */
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                /* the float 2^23 + (s ^ 0x80) from the flipped byte (byte 0 in mode 1, byte 3 in mode 0),
-                 * without a byte-select operand; minus 2^23 + 128 it is the signed byte, exactly */
-                const uint32_t bits = MODE1 ? (v[i] & 0xFFu) | FBITS : FBITS + (v[i] >> 24);
-                const float qf = __uint_as_float(bits) - MAGIC;
+                const float qf = step_float<MODE1>(v[i]);
 #pragma unroll
                 for (int b = 0; b < BP; b++) acc[b] = __fmaf_rn(qf, xv[i * BP + b], acc[b]);
             }
@@ -457,19 +461,9 @@ __device__ __forceinline__ uint32_t staged_decode(StageShared &sh, const TileRef
     for (int c0 = 0; c0 < TS; c0 += 4) {
         uint32_t v[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint32_t e = dstep(x, s, tab32, ring32, lt);
-            if (MODE1) {
-                acc1 = (e >> 24) + acc1 + 0x80u;
-                v[i] = acc1;
-            } else {
-                v[i] = e;
-            }
-        }
+        for (int i = 0; i < 4; i++) v[i] = step_byte<MODE1>(dstep(x, s, tab32, ring32, lt), acc1);
         stream_advance(s, lane);
-        sh.st[r * (SROW / 4) + c0 / 4] = __byte_perm(__byte_perm(v[0], v[1], MODE1 ? 0x0040u : 0x0073u),
-                                                     __byte_perm(v[2], v[3], MODE1 ? 0x0040u : 0x0073u), 0x5410u) ^
-                                         0x80808080u;
+        sh.st[r * (SROW / 4) + c0 / 4] = pack4<MODE1>(v);
     }
     return x;
 }
