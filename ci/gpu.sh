@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
 # For GPU runners: build with CUDA, run the whole ctest suite with QG_REQUIRE_GPU=1 (a missing or broken
-# GPU fails instead of skipping), then the audit. JUnit goes to build/junit-gpu.xml.
+# GPU fails instead of skipping), then the audit and compute-sanitizer over the rANS fixtures. JUnit goes
+# to build/junit-gpu.xml. Nothing here waits on the network: set-up decides once whether the package
+# index answers and, offline, uses what is installed.
+#
+#   QG_CUDA_ARCH   CUDA architectures to build (default: native, the runner's own GPU; e.g. "80;90")
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-step "set-up"
+T0=$(date +%s); TS=$T0
+timed() { # timed LABEL: prints the time the previous step took, then the next step's banner
+    local now; now=$(date +%s)
+    [ "$TS" != "$T0" ] || [ "$now" != "$T0" ] && printf '(step took %d s)\n' "$((now - TS))"
+    TS=$now
+    step "$* [at $((now - T0)) s]"
+}
+timed "set-up"
 ci/setup.sh
-step "build (preset default, CUDA required)"
-configure_build default -DQG_CUDA=ON
+timed "build (preset default, CUDA required, architectures ${QG_CUDA_ARCH:-native})"
+configure_build default -DQG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${QG_CUDA_ARCH:-native}"
 # The gguf third oracle is CPU-side and checked by ci/test.sh; an offline runner may lack the package.
 export QG_ALLOW_NO_GGUF=${QG_ALLOW_NO_GGUF:-1}
-step "ctest (QG_REQUIRE_GPU=1)"
+timed "ctest (QG_REQUIRE_GPU=1)"
 QG_REQUIRE_GPU=1 ctest --test-dir build -j "$JOBS" --output-on-failure --no-tests=error --output-junit junit-gpu.xml
-step "qgold audit"
+timed "qgold audit"
 build/bin/qgold audit --json build/audit-gpu.json
 # The rANS corrupt corpus must leave the device clean: no out-of-bounds access, no race, no trap.
-step "compute-sanitizer: rANS fixtures (corrupt corpus included) on CUDA"
+timed "compute-sanitizer: rANS fixtures (corrupt corpus included) on CUDA"
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1 || true)
 if [ -n "$CS" ]; then
     "$CS" --error-exitcode 1 build/bin/golden_test --format rans --backend cuda --golden golden
 else
     echo "compute-sanitizer not found: step skipped" >&2
 fi
+timed "done"
