@@ -7,10 +7,10 @@
 #   QG_CUDA_ARCH   CUDA architectures to build (default: native, the runner's own GPU; e.g. "80;90")
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-T0=$(date +%s); TS=$T0
-timed() { # timed LABEL: prints the time the previous step took, then the next step's banner
+T0=$(date +%s); TS=""
+timed() { # timed LABEL: says how long the previous step took, then opens the next one
     local now; now=$(date +%s)
-    [ "$TS" != "$T0" ] || [ "$now" != "$T0" ] && printf '(step took %d s)\n' "$((now - TS))"
+    [ -z "$TS" ] || printf '(%d s)\n' "$((now - TS))"
     TS=$now
     step "$* [at $((now - T0)) s]"
 }
