@@ -1,4 +1,4 @@
-/* READ ME FIRST: rANS-compressed int8 weight tiles, version 1, the reference (spec: reference/spec/rans.md).
+/* READ ME FIRST: rANS-compressed int8 weight tiles, container version 2, the reference (spec: reference/spec/rans.md).
  *
  * What the format is. W (M x K int8 codes, handled as bytes) is cut into 256 x 256 tiles. A tile's bytes
  * b[r][c] (0 outside the matrix) go through a predictor (mod 256) to symbols e[r][c]; row r of the tile is
@@ -22,6 +22,11 @@
  * Validation. qg_rans_check proves every offset, size and state before anything is decoded (all
  * arithmetic in uint64 and in the subtract-then-compare form, so nothing overflows); the decoder
  * still bounds every word read by its warp's segment. Fields are read byte by byte, little-endian.
+ * With flag bit 0 the header's bytes 56-63 hold the CRC-32 of the whole file (those 8 bytes counted as
+ * zero) and its complement; it is verified right after the few fields needed to find it (magic,
+ * version, file_size against the length), so a damaged byte anywhere is reported as such before any
+ * field it may have changed is used. A cut file is reported as truncated before that, since it cannot
+ * match.
  *
  * Fused product. int8 x fp16 products are exact in float32, so only the summation order matters; it is
  * pinned (per tile column partials from 0.0f, ascending columns; partials summed ascending from 0.0f;
@@ -45,7 +50,7 @@ enum {
     TILE_BYTES = QG_RANS_TILE * QG_RANS_TILE,
     WARPS = 8,
     WARP_LANES = 32,
-    TABLE_END = QG_RANS_HEADER + 2 * 256, /* 576: header plus frequency table */
+    TABLE_END = QG_RANS_TABLE_END,        /* 576: header plus frequency table */
     WORDS_AT = QG_RANS_PAYLOAD_FIXED,     /* words start 1056 bytes into a payload */
     WARP_END_AT = 4 * 256,                /* warp_end[8] at byte 1024 of a payload */
 };
@@ -90,6 +95,41 @@ uint32_t qg_rans_adler32(const uint8_t *p, size_t n)
         b = (b + a) % 65521u;
     }
     return (b << 16) | a;
+}
+
+/* CRC-32 four bits at a time: CRC_NIBBLE[i] is the CRC register after shifting the 4-bit value i
+ * through the reflected polynomial 0xEDB88320 (i.e. the zlib byte table's entries 0, 16, 32, ...). */
+static const uint32_t CRC_NIBBLE[16] = {0x00000000u, 0x1DB71064u, 0x3B6E20C8u, 0x26D930ACu, 0x76DC4190u, 0x6B6B51F4u,
+                                        0x4DB26158u, 0x5005713Cu, 0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu,
+                                        0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu};
+
+uint32_t qg_rans_crc32(uint32_t crc, const uint8_t *p, size_t n)
+{
+    crc = ~crc; /* zlib's convention: the register is kept inverted between calls */
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        crc = (crc >> 4) ^ CRC_NIBBLE[crc & 15u];
+        crc = (crc >> 4) ^ CRC_NIBBLE[crc & 15u];
+    }
+    return ~crc;
+}
+
+/* The container CRC: the buffer with its checksum field (bytes 56-63) counted as zero. len >= 64. */
+static uint32_t container_crc(const uint8_t *buf, size_t len)
+{
+    static const uint8_t zero[8] = {0};
+    uint32_t crc = qg_rans_crc32(0, buf, QG_RANS_CRC_AT);
+    crc = qg_rans_crc32(crc, zero, 8);
+    return qg_rans_crc32(crc, buf + QG_RANS_CRC_AT + 8, len - (QG_RANS_CRC_AT + 8));
+}
+
+int qg_rans_seal(uint8_t *buf, size_t len)
+{
+    if (buf == NULL || len < QG_RANS_HEADER) return QG_ERR_argument_invalid;
+    const uint32_t crc = (buf[9] & 1u) ? container_crc(buf, len) : 0u;
+    st_u32(buf + QG_RANS_CRC_AT, crc);
+    st_u32(buf + QG_RANS_CRC_AT + 4, (buf[9] & 1u) ? ~crc : 0u);
+    return QG_ERR_ok;
 }
 
 /* floor(c * 4096 / n) and (c * 4096) mod n for c <= n, by 12 doubling steps so that nothing overflows
@@ -313,8 +353,12 @@ int qg_rans_encode(const uint8_t *w, const float *scales, uint32_t M, uint32_t K
         (void)qg_rans_predict(tile, mode_of[k], sym);
         size_t plen = 0;
         if ((rc = qg_rans_encode_tile(sym, freq, payload, &plen)) != QG_ERR_ok) goto done;
+        if (plen > SIZE_MAX / 2 - len) { /* the container would not fit in memory: no wrap-around below */
+            rc = QG_ERR_alloc_failed;
+            goto done;
+        }
         if (len + plen > cap) {
-            size_t ncap = cap * 2 > len + plen ? cap * 2 : len + plen;
+            size_t ncap = cap <= SIZE_MAX / 4 && cap * 2 > len + plen ? cap * 2 : len + plen;
             uint8_t *nb = realloc(buf, ncap);
             if (nb == NULL) {
                 rc = QG_ERR_alloc_failed;
@@ -332,7 +376,7 @@ int qg_rans_encode(const uint8_t *w, const float *scales, uint32_t M, uint32_t K
         len += plen;
     }
     memcpy(buf, "RANS", 4);
-    st_u16(buf + 4, 1);
+    st_u16(buf + 4, QG_RANS_VERSION);
     st_u16(buf + 6, QG_RANS_HEADER);
     buf[8] = QG_RANS_SCALE_BITS;
     buf[9] = (uint8_t)checksums;
@@ -352,6 +396,7 @@ int qg_rans_encode(const uint8_t *w, const float *scales, uint32_t M, uint32_t K
         memcpy(&bits, &scales[r], 4);
         st_u32(buf + scales_off + 4 * (uint64_t)r, bits);
     }
+    (void)qg_rans_seal(buf, len); /* last: the CRC covers every other byte as written */
     *out = buf;
     *out_len = len;
     buf = NULL;
@@ -395,8 +440,20 @@ void qg_rans_tile_meta_at(const uint8_t *buf, const qg_rans_header *h, size_t in
 int qg_rans_check(const uint8_t *buf, size_t len, qg_rans_header *hout)
 {
     if (buf == NULL && len > 0) return QG_ERR_argument_invalid;
-    if (len < 4 || memcmp(buf, "RANS", 4) != 0) return QG_ERR_rans_bad_magic;
-    if (len < QG_RANS_HEADER) return QG_ERR_rans_bad_header;
+    /* Steps 1-4 of the spec's order: what a cut file or a file of another kind or version looks like,
+     * decided from the magic, the version and file_size only (the fields that locate the checksum). */
+    if (len < 4) return len == 0 || memcmp(buf, "RANS", len) == 0 ? QG_ERR_rans_container_truncated : QG_ERR_rans_bad_magic;
+    if (memcmp(buf, "RANS", 4) != 0) return QG_ERR_rans_bad_magic;
+    if (len < QG_RANS_HEADER) return QG_ERR_rans_container_truncated;
+    if (ld_u16(buf + 4) != QG_RANS_VERSION) return QG_ERR_rans_bad_header;
+    if (ld_u64(buf + 48) > (uint64_t)len || len < TABLE_END) return QG_ERR_rans_container_truncated;
+    /* Step 5: with flag bit 0, every byte of the buffer is covered before any other field is trusted. */
+    const int sealed = (buf[9] & 1u) != 0;
+    if (sealed) {
+        const uint32_t crc = container_crc(buf, len);
+        if (ld_u32(buf + QG_RANS_CRC_AT) != crc || ld_u32(buf + QG_RANS_CRC_AT + 4) != ~crc)
+            return QG_ERR_rans_container_checksum;
+    }
     qg_rans_header h;
     memset(&h, 0, sizeof h);
     h.M = ld_u32(buf + 16);
@@ -407,9 +464,10 @@ int qg_rans_check(const uint8_t *buf, size_t len, qg_rans_header *hout)
     h.scales_offset = ld_u64(buf + 32);
     h.meta_offset = ld_u64(buf + 40);
     h.file_size = ld_u64(buf + 48);
-    if (ld_u16(buf + 4) != 1 || ld_u16(buf + 6) != QG_RANS_HEADER || buf[8] != QG_RANS_SCALE_BITS || (h.flags & ~1u) != 0 ||
-        ld_u16(buf + 10) != T || ld_u16(buf + 12) != T || ld_u16(buf + 14) != T || h.tiles_r != tiles_of(h.M) ||
-        h.tiles_c != tiles_of(h.K) || ld_u64(buf + 56) != 0 || h.file_size != (uint64_t)len || len < TABLE_END)
+    /* Step 6; file_size <= len is known, so != is "below". */
+    if (ld_u16(buf + 6) != QG_RANS_HEADER || buf[8] != QG_RANS_SCALE_BITS || (h.flags & ~1u) != 0 || ld_u16(buf + 10) != T ||
+        ld_u16(buf + 12) != T || ld_u16(buf + 14) != T || h.tiles_r != tiles_of(h.M) || h.tiles_c != tiles_of(h.K) ||
+        (!sealed && ld_u64(buf + QG_RANS_CRC_AT) != 0) || h.file_size != (uint64_t)len)
         return QG_ERR_rans_bad_header;
 
     uint32_t sum = 0;

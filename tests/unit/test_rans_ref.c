@@ -2,9 +2,10 @@
  *
  * Expectations are derived independently of rans.c: normalization vectors worked out by hand, a
  * straightforward decoder written here from the spec's word-order rule (with a switch that reverses the
- * lane order, to prove the order is observable), a container layout walked field by field, containers
- * assembled and corrupted byte by byte here, and the fused product as a naive loop in the pinned order.
- * Random data comes from the pinned stream. */
+ * lane order, to prove the order is observable), a container layout walked field by field, a CRC-32
+ * computed bit by bit from its definition, containers assembled and corrupted byte by byte here (every
+ * bit of one of them), and the fused product as a naive loop in the pinned order. Random data comes from
+ * the pinned stream. */
 #include "qg_test.h"
 #include "qgold/errors.h"
 #include "qgold/fp16.h"
@@ -39,6 +40,31 @@ static uint32_t get32(const uint8_t *p)
 }
 static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32); }
 static uint64_t up16(uint64_t n) { return (n + 15) / 16 * 16; }
+
+/* ---- the container checksum, from the spec's definition ------------------------------------------- */
+
+/* CRC-32 one bit at a time: register preset to all ones, each byte xored into the low end and shifted
+ * out through the reflected polynomial 0xEDB88320, the result inverted. With `field_zero`, bytes 56-63
+ * are fed as zero (the container checksum's rule). */
+static uint32_t crc_bits(const uint8_t *p, size_t n, int field_zero)
+{
+    uint32_t r = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        r ^= (field_zero && i >= 56 && i < 64) ? 0u : p[i];
+        for (int k = 0; k < 8; k++) r = (r & 1u) ? (r >> 1) ^ 0xEDB88320u : r >> 1;
+    }
+    return ~r;
+}
+
+/* Bytes 56-63 as the spec wants them after an edit: CRC-32 and complement with flag bit 0, else zero.
+ * Edits meant to reach a rule behind the checksum go through this. */
+static void seal(uint8_t *c, size_t len)
+{
+    if (len < 64) return;
+    const uint32_t crc = (c[9] & 1u) ? crc_bits(c, len, 1) : 0u;
+    put32(c + 56, crc);
+    put32(c + 60, (c[9] & 1u) ? ~crc : 0u);
+}
 
 /* ---- normalization ------------------------------------------------------------------------------- */
 
@@ -179,10 +205,13 @@ static uint8_t *roundtrip(const char *what, const uint8_t *w, uint32_t M, uint32
     free(c2);
 
     const uint32_t tr = (M + 255) / 256, tc = (K + 255) / 256, n = tr * tc;
-    int lay = memcmp(c, "RANS", 4) == 0 && get16(c + 4) == 1 && get16(c + 6) == 64 && c[8] == 12 && c[9] == cs &&
+    int lay = memcmp(c, "RANS", 4) == 0 && get16(c + 4) == 2 && get16(c + 6) == 64 && c[8] == 12 && c[9] == cs &&
               get16(c + 10) == 256 && get16(c + 12) == 256 && get16(c + 14) == 256 && get32(c + 16) == M &&
               get32(c + 20) == K && get32(c + 24) == tr && get32(c + 28) == tc && get64(c + 40) == 576 &&
-              get64(c + 32) == 576 + 32 * (uint64_t)n && get64(c + 48) == len && get64(c + 56) == 0;
+              get64(c + 32) == 576 + 32 * (uint64_t)n && get64(c + 48) == len;
+    /* the container checksum: CRC-32 of the file (bytes 56-63 as zero) and its complement, or 8 zeros */
+    const uint32_t crc = crc_bits(c, len, 1);
+    QG_CHECK(cs ? get32(c + 56) == crc && get32(c + 60) == ~crc : get64(c + 56) == 0, "%s: checksum field", what);
     uint32_t fsum = 0;
     uint16_t freq[256];
     for (int s = 0; s < 256; s++) fsum += freq[s] = get16(c + 64 + 2 * s);
@@ -429,6 +458,13 @@ static int decode_all(const uint8_t *c, size_t len)
         int rc_ = decode_all(buf, len);                                                                          \
         QG_CHECK(rc_ == QG_ERR_##err, "%s: got %s, want %s", what, qg_error_name(rc_), #err);                    \
     } while (0)
+/* An edit of a checksummed container with its checksum recomputed: the edited rule, not the checksum,
+ * must fire (the rules behind the checksum stay tested with checksums on). */
+#define EXPECT_SEALED(buf, len, err, what)                                                                       \
+    do {                                                                                                         \
+        seal(buf, len);                                                                                          \
+        EXPECT(buf, len, err, what);                                                                             \
+    } while (0)
 
 /* A one-tile container assembled here around a payload (writer layout), M x K <= 256 x 256. */
 static uint8_t *assemble(const uint8_t *payload, size_t plen, const uint16_t *freq, uint32_t M, uint32_t K, int pred,
@@ -438,7 +474,7 @@ static uint8_t *assemble(const uint8_t *payload, size_t plen, const uint16_t *fr
     *len = (size_t)(po + plen);
     uint8_t *c = calloc(*len, 1);
     memcpy(c, "RANS", 4);
-    put16(c + 4, 1);
+    put16(c + 4, 2);
     put16(c + 6, 64);
     c[8] = 12;
     c[9] = (uint8_t)cs;
@@ -459,6 +495,7 @@ static uint8_t *assemble(const uint8_t *payload, size_t plen, const uint16_t *fr
     c[596] = (uint8_t)pred;
     for (uint32_t r = 0; r < M; r++) put32(c + so + 4 * r, 0x3F800000u);
     memcpy(c + po, payload, plen);
+    seal(c, *len);
     return c;
 }
 
@@ -476,44 +513,66 @@ static void test_corrupt(void)
 #define FRESH() memcpy(c, base, len)
     const uint64_t p0 = get64(base + 576), p1 = get64(base + 576 + 32);
 
-    EXPECT(c, 0, rans_bad_magic, "empty");
+    EXPECT(c, 0, rans_container_truncated, "empty");
     FRESH();
     memcpy(c, "SNAR", 4);
     EXPECT(c, len, rans_bad_magic, "byte-swapped magic SNAR");
     FRESH();
     c[3] = 'X';
     EXPECT(c, len, rans_bad_magic, "magic RANX");
-    EXPECT(base, 3, rans_bad_magic, "3 bytes");
-    EXPECT(base, 63, rans_bad_header, "63 bytes");
-    EXPECT(base, len - 16, rans_bad_header, "truncated file (file_size)");
-    static const struct {
+    EXPECT(c, 3, rans_container_truncated, "3 bytes RAN");
+    EXPECT((const uint8_t *)"RAX", 3, rans_bad_magic, "3 bytes RAX");
+    EXPECT(base, 63, rans_container_truncated, "63 bytes");
+    EXPECT(base, len - 16, rans_container_truncated, "file cut 16 bytes short");
+    FRESH();
+    put64(c + 48, len + 1);
+    EXPECT(c, len, rans_container_truncated, "file_size one above the length");
+    FRESH();
+    c[9] = 0;
+    EXPECT(c, len, rans_bad_header, "flag bit 0 cleared: the checksum field is then nonzero");
+    FRESH();
+    put32(c + 60, get32(c + 56));
+    EXPECT(c, len, rans_container_checksum, "complement field equal to the CRC");
+    FRESH();
+    put32(c + 20, K + 1);
+    EXPECT(c, len, rans_container_checksum, "K + 1 (same tile count)");
+    FRESH();
+    put16(c + 4, 1);
+    seal(c, len);
+    EXPECT(c, len, rans_bad_header, "version 1 (the container without a checksum field)");
+    const struct { /* not static: the file_size entry depends on len */
         int off, width;
         uint64_t val;
         const char *what;
-    } hdr[] = {{4, 2, 2, "version 2"},       {6, 2, 65, "header_size"},     {8, 1, 11, "scale_bits"},
+    } hdr[] = {{4, 2, 3, "version 3"},       {6, 2, 65, "header_size"},     {8, 1, 11, "scale_bits"},
                {9, 1, 3, "flags bit 1"},     {10, 2, 128, "lanes_per_tile"}, {12, 2, 255, "tile_rows"},
                {14, 2, 512, "tile_cols"},    {24, 4, 1, "tiles_r"},          {28, 4, 3, "tiles_c"},
-               {16, 4, 600, "M vs tiles_r"}, {56, 8, 1, "reserved"},         {48, 8, 1u << 20, "file_size"}};
+               {16, 4, 600, "M vs tiles_r"}, {48, 8, len - 16, "file_size below the length"}};
     for (size_t i = 0; i < sizeof hdr / sizeof hdr[0]; i++) {
         FRESH();
         if (hdr[i].width == 1) c[hdr[i].off] = (uint8_t)hdr[i].val;
         if (hdr[i].width == 2) put16(c + hdr[i].off, (uint16_t)hdr[i].val);
         if (hdr[i].width == 4) put32(c + hdr[i].off, (uint32_t)hdr[i].val);
         if (hdr[i].width == 8) put64(c + hdr[i].off, hdr[i].val);
-        EXPECT(c, len, rans_bad_header, hdr[i].what);
+        EXPECT_SEALED(c, len, rans_bad_header, hdr[i].what);
     }
+    FRESH();
+    c[9] = 0;
+    seal(c, len);
+    put64(c + 56, 1);
+    EXPECT(c, len, rans_bad_header, "reserved bytes 56-63 nonzero without checksums");
     /* table */
     FRESH();
     put16(c + 64, (uint16_t)(get16(c + 64) + 1));
-    EXPECT(c, len, rans_bad_table, "sum 4097");
+    EXPECT_SEALED(c, len, rans_bad_table, "sum 4097");
     FRESH();
     memset(c + 64, 0, 512);
-    EXPECT(c, len, rans_bad_table, "all zero");
+    EXPECT_SEALED(c, len, rans_bad_table, "all zero");
     FRESH();
     memset(c + 64, 0, 512);
     put16(c + 64, 65535);
     put16(c + 66, 4097); /* 69632 = 4096 mod 2^16: a 16-bit sum would pass */
-    EXPECT(c, len, rans_bad_table, "entry above 4096, 16-bit wrap");
+    EXPECT_SEALED(c, len, rans_bad_table, "entry above 4096, 16-bit wrap");
     /* metadata and regions */
     static const struct {
         int off;
@@ -533,50 +592,51 @@ static void test_corrupt(void)
     for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
         FRESH();
         put64(c + meta[i].off, meta[i].val);
-        EXPECT(c, len, rans_bad_tile_meta, meta[i].what);
+        EXPECT_SEALED(c, len, rans_bad_tile_meta, meta[i].what);
     }
     FRESH();
     put64(c + 576, p0 + 8);
-    EXPECT(c, len, rans_bad_tile_meta, "data_offset not 16-aligned");
+    EXPECT_SEALED(c, len, rans_bad_tile_meta, "data_offset not 16-aligned");
     FRESH();
     put64(c + 576 + 32, p0);
     put64(c + 576 + 40, get64(c + 576 + 8));
-    EXPECT(c, len, rans_bad_tile_meta, "two tiles at one offset (overlap)");
+    EXPECT_SEALED(c, len, rans_bad_tile_meta, "two tiles at one offset (overlap)");
     FRESH();
     put64(c + 576 + 32, p1 - 16);
-    EXPECT(c, len, rans_bad_tile_meta, "tile 1 overlaps tile 0's end");
+    EXPECT_SEALED(c, len, rans_bad_tile_meta, "tile 1 overlaps tile 0's end");
     FRESH();
     c[576 + 20] = 4;
-    EXPECT(c, len, rans_bad_tile_meta, "predictor 4");
+    EXPECT_SEALED(c, len, rans_bad_tile_meta, "predictor 4");
     FRESH();
     c[576 + 31] = 1;
-    EXPECT(c, len, rans_bad_tile_meta, "reserved meta byte");
+    EXPECT_SEALED(c, len, rans_bad_tile_meta, "reserved meta byte");
     FRESH();
-    c[9] = 0;
-    EXPECT(c, len, rans_bad_tile_meta, "checksum nonzero with the flag clear");
+    c[9] = 0; /* sealing then zeroes bytes 56-63: only the tile checksums remain nonzero */
+    EXPECT_SEALED(c, len, rans_bad_tile_meta, "checksum nonzero with the flag clear");
     FRESH();
     put32(c + p0 + 1024, get32(c + p0 + 1028) + 1);
-    EXPECT(c, len, rans_bad_tile_meta, "warp_end decreasing");
+    EXPECT_SEALED(c, len, rans_bad_tile_meta, "warp_end decreasing");
     FRESH();
     put32(c + p0 + 1024 + 28, get32(c + p0 + 1024 + 28) + 8);
-    EXPECT(c, len, rans_bad_tile_meta, "warp_end[7] vs data_size");
+    EXPECT_SEALED(c, len, rans_bad_tile_meta, "warp_end[7] vs data_size");
     /* states */
     FRESH();
     put32(c + p1 + 4 * 37, 32767);
-    EXPECT(c, len, rans_bad_state, "state 2^15 - 1");
+    EXPECT_SEALED(c, len, rans_bad_state, "state 2^15 - 1");
     FRESH();
     put32(c + p0 + 4 * 255, 0x80000000u);
-    EXPECT(c, len, rans_bad_state, "state 2^31");
+    EXPECT_SEALED(c, len, rans_bad_state, "state 2^31");
     /* checksum: the field, then every payload word bit of tile 0 in turn (some flips only the checksum sees) */
     FRESH();
     put32(c + 576 + 16, get32(c + 576 + 16) ^ 1);
-    EXPECT(c, len, rans_checksum, "checksum field");
+    EXPECT_SEALED(c, len, rans_checksum, "checksum field");
     {
         const uint32_t nw = get32(base + p0 + 1024 + 28);
         int all_caught = 1;
         for (uint32_t k = 0; k < nw && k < 64; k++) {
             FRESH();
             c[p0 + 1056 + 2 * k] ^= (uint8_t)(1u << (k % 8));
+            seal(c, len); /* past the container checksum: the tile's Adler-32 alone */
             all_caught &= decode_all(c, len) != QG_ERR_ok;
         }
         QG_CHECK(nw > 0 && all_caught, "with checksums every flipped word bit is an error");
@@ -600,7 +660,7 @@ static void test_corrupt(void)
     c = assemble(p, plen, freq, 256, 256, 0, 1, a, &len);
     EXPECT(c, len, ok, "assembled");
     c[len - 1] = 1;
-    EXPECT(c, len, rans_corrupt, "nonzero payload padding");
+    EXPECT_SEALED(c, len, rans_corrupt, "nonzero payload padding");
     free(c);
     /* truncated: drop warp 0's last word */
     {
@@ -683,6 +743,102 @@ static void test_api(void)
         bb = (bb + aa) % 65521;
     }
     QG_CHECK(qg_rans_adler32(ff, TB) == ((bb << 16) | aa), "adler of 65536 x 0xFF");
+    /* CRC-32 check value (zlib, IEEE): "123456789" -> 0xCBF43926; the bitwise definition agrees; the
+     * running form continues a CRC over a split buffer. */
+    const uint8_t *nine = (const uint8_t *)"123456789";
+    QG_CHECK(crc_bits(nine, 9, 0) == 0xCBF43926u, "bitwise crc check value");
+    QG_CHECK(qg_rans_crc32(0, nine, 9) == 0xCBF43926u, "crc32 check value: 0x%08x", qg_rans_crc32(0, nine, 9));
+    QG_CHECK(qg_rans_crc32(qg_rans_crc32(0, nine, 4), nine + 4, 5) == 0xCBF43926u, "crc32 continued");
+    QG_CHECK(qg_rans_crc32(0, NULL, 0) == 0u, "crc32 of nothing");
+    fill_random(ff, 4099);
+    QG_CHECK(qg_rans_crc32(0, ff, 4099) == crc_bits(ff, 4099, 0), "crc32 of random bytes");
+    /* seal: the spec's field from a bitwise CRC, zeros without flag bit 0, and no header no seal */
+    uint8_t *sc2 = NULL;
+    size_t sl = 0;
+    QG_CHECK(qg_rans_encode(w, s, 2, 2, NULL, 1, &sc2, &sl) == QG_ERR_ok, "encode");
+    if (sc2 != NULL) {
+        put64(sc2 + 56, 0x0123456789ABCDEFull);
+        QG_CHECK(qg_rans_seal(sc2, sl) == QG_ERR_ok && get32(sc2 + 56) == crc_bits(sc2, sl, 1) &&
+                     get32(sc2 + 60) == ~crc_bits(sc2, sl, 1) && qg_rans_check(sc2, sl, NULL) == QG_ERR_ok,
+                 "seal with flag bit 0");
+        sc2[9] = 0;
+        QG_CHECK(qg_rans_seal(sc2, sl) == QG_ERR_ok && get64(sc2 + 56) == 0, "seal without flag bit 0");
+        QG_CHECK(qg_rans_seal(sc2, 63) == QG_ERR_argument_invalid && qg_rans_seal(NULL, 64) == QG_ERR_argument_invalid,
+                 "seal needs a header");
+    }
+    free(sc2);
+}
+
+/* ---- every bit of a checksummed container, and every cut ------------------------------------------ */
+
+/* The error the spec's order predicts for flipping bit b of byte i of a valid checksummed container. */
+static int flip_error(const uint8_t *valid, size_t i, int b)
+{
+    if (i < 4) return QG_ERR_rans_bad_magic;
+    if (i == 4 || i == 5) return QG_ERR_rans_bad_header;                    /* the version */
+    if (i == 9 && b == 0) return QG_ERR_rans_bad_header;                    /* bytes 56-63 must then be 0 */
+    if (i >= 48 && i < 56 && !(valid[i] & (1u << b))) return QG_ERR_rans_container_truncated; /* file_size grew */
+    return QG_ERR_rans_container_checksum;
+}
+
+static void test_every_bit(void)
+{
+    /* 2 x 260: two tiles (the second 4 columns wide), 8 bytes of scales, an 8-byte gap before the payloads,
+     * small enough to flip every bit under sanitizers and emulation. */
+    const uint32_t M = 2, K = 260;
+    uint8_t w[2 * 260];
+    fill_smooth(w, M, K);
+    size_t len;
+    int same;
+    uint8_t *base = roundtrip("every-bit base", w, M, K, NULL, 1, &len, &same);
+    if (base == NULL) return;
+    /* every region kind is present: header, table, metadata, scales, a zero gap, payloads with padding */
+    const uint64_t so = get64(base + 32), p0 = get64(base + 576), p1 = get64(base + 576 + 32);
+    const uint64_t e0 = p0 + 1056 + 2 * (uint64_t)get32(base + p0 + 1024 + 28);
+    const uint64_t e1 = p1 + 1056 + 2 * (uint64_t)get32(base + p1 + 1024 + 28);
+    QG_CHECK(so + 4 * M < p0 && (e0 < p1 || e1 < len), "the container has a gap and payload padding");
+
+    uint8_t *c = malloc(len), *out = malloc((size_t)M * K);
+    uint16_t x[512] = {0}; /* room for any K of two tiles, should a flip get past validation */
+    float y[256];
+    size_t flips = 0, wrong = 0, passed = 0, decoded = 0;
+    memcpy(c, base, len);
+    for (size_t i = 0; i < len; i++)
+        for (int b = 0; b < 8; b++) {
+            c[i] ^= (uint8_t)(1u << b);
+            const int want = flip_error(base, i, b);
+            const int rc = qg_rans_check(c, len, NULL), rd = qg_rans_decode_ref(c, len, out, (size_t)M * K),
+                      rg = qg_rans_gemv_ref(c, len, x, 1, y, NULL);
+            passed += rc == QG_ERR_ok;
+            decoded += rd == QG_ERR_ok || rg == QG_ERR_ok;
+            if (rc != want || rd != want || rg != want) {
+                if (wrong < 8)
+                    QG_CHECK(0, "byte %zu bit %d: check %s, decode %s, gemv %s; want %s", i, b, qg_error_name(rc),
+                             qg_error_name(rd), qg_error_name(rg), qg_error_name(want));
+                wrong++;
+            }
+            flips++;
+            c[i] ^= (uint8_t)(1u << b);
+        }
+    QG_CHECK(passed == 0 && decoded == 0, "of %zu single-bit flips, %zu pass qg_rans_check and %zu decode (or multiply) without error",
+             flips, passed, decoded);
+    QG_CHECK(wrong == 0 && flips == 8 * len, "%zu of %zu single-bit flips not rejected as the spec orders", wrong, flips);
+    /* every proper prefix is a cut file, whatever it ends in */
+    size_t cuts_wrong = 0;
+    for (size_t n = 0; n < len; n++) {
+        const int rc = qg_rans_check(base, n, NULL), rd = qg_rans_decode_ref(base, n, out, (size_t)M * K),
+                  rg = qg_rans_gemv_ref(base, n, x, 1, y, NULL);
+        if (rc != QG_ERR_rans_container_truncated || rd != rc || rg != rc) {
+            if (cuts_wrong < 8)
+                QG_CHECK(0, "cut to %zu of %zu bytes: check %s, decode %s, gemv %s", n, len, qg_error_name(rc), qg_error_name(rd),
+                         qg_error_name(rg));
+            cuts_wrong++;
+        }
+    }
+    QG_CHECK(cuts_wrong == 0, "%zu of %zu cuts not reported as rans_container_truncated", cuts_wrong, len);
+    free(c);
+    free(out);
+    free(base);
 }
 
 /* ---- the fused product --------------------------------------------------------------------------- */
@@ -792,6 +948,7 @@ int main(void)
     test_edge_tiles();
     test_shapes();
     test_corrupt();
+    test_every_bit();
     test_api();
     test_gemv();
     return qg_test_end("unit.rans.ref");

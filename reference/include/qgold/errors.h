@@ -64,7 +64,7 @@ extern "C" {
     X(spqr_padding_codes_nonzero, 312, "a padded column of the last SpQR column tile has a nonzero weight code") \
     X(spqr_batch_out_of_range, 313, "SpQR GEMV batch is outside 1..16") \
     X(rans_bad_magic, 400, "not an rANS container: the first bytes are not RANS (SNAR means a byte-swapped writer)") \
-    X(rans_bad_header, 401, "an rANS header field has a value version 1 does not allow") \
+    X(rans_bad_header, 401, "an rANS header field has a value container version 2 does not allow (an older version, nonzero reserved bytes, file_size not the length)") \
     X(rans_bad_table, 402, "the rANS frequency table does not sum to 4096, is all zero, or has an entry above 4096") \
     X(rans_bad_tile_meta, 403, "rANS tile metadata is inconsistent: offset or size outside the file, overlap, misalignment, unknown predictor, nonzero reserved bytes or bad warp_end") \
     X(rans_bad_state, 404, "an rANS initial lane state is outside [2^15, 2^31)") \
@@ -75,7 +75,9 @@ extern "C" {
     X(rans_symbol_not_in_table, 409, "the rANS encoder met a symbol whose frequency is 0") \
     X(rans_batch_out_of_range, 410, "rANS GEMV batch is outside 1..16") \
     X(rans_size_mismatch, 411, "an rANS caller buffer (weights, scales, output) does not match the container or M x K") \
-    X(rans_predictor_invalid, 412, "an rANS predictor mode is not 0..3 or auto")
+    X(rans_predictor_invalid, 412, "an rANS predictor mode is not 0..3 or auto") \
+    X(rans_container_checksum, 413, "the rANS container checksum (CRC-32 of the whole file, header bytes 56-63) does not match: the file is damaged") \
+    X(rans_container_truncated, 414, "the rANS file is truncated: it is shorter than its header's file_size, than the 64-byte header or than 576 bytes")
 
 typedef enum {
 #define QG_X_ENUM(name, num, msg) QG_ERR_##name = num,

@@ -1,13 +1,14 @@
-/* rANS-compressed int8 weight tiles, version 1: the reference (spec: reference/spec/rans.md).
+/* rANS-compressed int8 weight tiles, container version 2: the reference (spec: reference/spec/rans.md).
  *
  * A matrix W of M x K int8 codes (handled as their bytes, (uint8_t) w) with one float32 scale per row
  * is cut into 256 x 256 tiles; each tile is coded by 256 interleaved rANS lanes (lane = row in the
  * tile) under one global 12-bit frequency table, after one of four predictors. Encoding, decoding and
  * the fused product are pinned bit for bit.
  *
- * Every reader validates the whole container structure (qg_rans_check) before it decodes anything;
- * decode-time errors (truncated, trailing_data, corrupt, checksum) are found while decoding. On an
- * error the outputs are not valid (they may have been partly written).
+ * Every reader validates the whole container (qg_rans_check: with flag bit 0 the CRC-32 of every byte of
+ * the file first, then the structure) before it decodes anything; decode-time errors (truncated,
+ * trailing_data, corrupt, checksum) are found while decoding. On an error the outputs are not valid
+ * (they may have been partly written).
  */
 #ifndef QGOLD_RANS_H
 #define QGOLD_RANS_H
@@ -24,7 +25,10 @@ enum {
     QG_RANS_SCALE_BITS = 12,
     QG_RANS_M_SCALE = 4096,      /* sum of the frequency table */
     QG_RANS_L = 1 << 15,         /* lower end of the state interval [L, 2^31) */
+    QG_RANS_VERSION = 2,         /* container version (u16 at byte 4) */
     QG_RANS_HEADER = 64,
+    QG_RANS_TABLE_END = 576,     /* header + freq[256]: no container is shorter */
+    QG_RANS_CRC_AT = 56,         /* container checksum field: CRC-32 (u32 at 56) and its complement (u32 at 60) */
     QG_RANS_META = 32,           /* bytes per tile metadata entry */
     QG_RANS_PAYLOAD_FIXED = 1056,/* init_state[256] + warp_end[8] */
     QG_RANS_AUTO = 255,          /* predictor request: pick per the reference policy */
@@ -35,7 +39,7 @@ enum {
 /* The parsed, validated header and table. */
 typedef struct {
     uint32_t M, K, tiles_r, tiles_c;
-    uint8_t flags; /* bit 0: tile checksums present */
+    uint8_t flags; /* bit 0: checksums present (tile Adler-32 and the container CRC-32) */
     uint64_t scales_offset, meta_offset, file_size;
     uint16_t freq[256];
 } qg_rans_header;
@@ -49,6 +53,15 @@ typedef struct {
 
 /* zlib's Adler-32 of n bytes (initial value 1). */
 uint32_t qg_rans_adler32(const uint8_t *p, size_t n);
+
+/* zlib's CRC-32 (reflected polynomial 0xEDB88320, pre- and post-inverted), continued from `crc` over n
+ * bytes: qg_rans_crc32(0, "123456789", 9) = 0xCBF43926, and crc32(crc32(0, a), b) = crc32(0, a b). */
+uint32_t qg_rans_crc32(uint32_t crc, const uint8_t *p, size_t n);
+
+/* Rewrites the container checksum field (bytes 56-63) of len >= 64 bytes after a deliberate edit: the
+ * CRC-32 of the buffer (bytes 56-63 counted as zero) and its complement when flag bit 0 is set, zeros
+ * otherwise. For tools and tests that build or edit containers; argument_invalid for len < 64. */
+int qg_rans_seal(uint8_t *buf, size_t len);
 
 /* Normalizes a histogram to a table summing to 4096 (spec: integer only, pinned tie rules).
  * All counts 0: freq[0] = 4096 (the empty-container table). */
@@ -75,9 +88,10 @@ int qg_rans_encode_tile(const uint8_t *sym, const uint16_t freq[256], uint8_t *p
 int qg_rans_encode(const uint8_t *w, const float *scales, uint32_t M, uint32_t K, const uint8_t *modes, int checksums,
                    uint8_t **out, size_t *out_len);
 
-/* Structural validation of a container (header, table, every tile's metadata and init states): the
- * errors rans_bad_magic, rans_bad_header, rans_bad_table, rans_bad_tile_meta, rans_bad_state. Fills *h
- * (may be NULL). */
+/* Validation of a container, in the spec's order: a cut file (rans_container_truncated), the magic
+ * (rans_bad_magic), the version, then with flag bit 0 the container CRC-32 (rans_container_checksum),
+ * then the structure: header fields, table, every tile's metadata and init states (rans_bad_header,
+ * rans_bad_table, rans_bad_tile_meta, rans_bad_state). Fills *h (may be NULL). */
 int qg_rans_check(const uint8_t *buf, size_t len, qg_rans_header *h);
 
 /* Metadata of tile `index` (i * tiles_c + j) of a container that passed qg_rans_check. */
