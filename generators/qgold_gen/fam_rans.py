@@ -4,6 +4,8 @@
   encode.h5     path encode     w_bytes, scales, modes, checksums -> the exact container bytes
   gemv.h5       path gemv       container + x -> expected_f32 / expected_f16 (the pinned order)
   corrupt.h5    path corrupt    expect = invalid: one broken validation rule per case, its error
+                                (checksummed containers edited to reach an inner rule carry a
+                                recomputed container checksum; the checksum cases do not)
 
 Every container is produced by qgold_gen.rans (written from the spec) and decoded back by its own
 validating reader before it is stored; every claimed edge (zero words, frequency-1 symbols, the
@@ -25,7 +27,7 @@ from .rng import Stream
 from .schema import FixtureFile
 
 FORMAT = "rans"
-FORMAT_VERSION = 1
+FORMAT_VERSION = R.VERSION  # the container version of rans.md
 F32 = np.float32
 ROTATIONS = (0, 1)  # all-same tiles under modes left/up/gradient: byte rotations stored
 
@@ -485,7 +487,9 @@ def build_corrupt(ff: FixtureFile) -> None:
     base = R.encode(w, row_scales(33), 33, 257, [3, 0], True)
     hw, hprov = tiny_bytes(802, 1, 257)
     hbase = R.encode(hw, row_scales(1), 1, 257, [0, 1], True)
+    hbase0 = R.encode(hw, row_scales(1), 1, 257, [0, 1], False)  # the same without checksums
     R.decode(hbase)
+    R.decode(hbase0)
     hn = len(hbase)
     R.decode(base)
     n = len(base)
@@ -493,7 +497,12 @@ def build_corrupt(ff: FixtureFile) -> None:
                     False)
     one = R.encode(np.full((256, 256), 0x80, np.uint8), row_scales(256), 256, 256, [0], False)
 
-    def add(name, error, description, buf, provenance=prov):
+    def add(name, error, description, buf, provenance=prov, reseal=True):
+        """reseal: recompute the container checksum of an edited checksummed container, so that the
+        rule the case is about fires rather than the checksum (which comes first)."""
+        if reseal and len(buf) >= R.HEADER_SIZE and R.seal(buf) != buf:
+            buf = R.seal(buf)
+            description += " (container checksum recomputed after the edit)"
         try:
             R.decode(buf)
         except R.RansError as e:
@@ -506,19 +515,72 @@ def build_corrupt(ff: FixtureFile) -> None:
     base_note = "the 1 x 257 base container (2 tiles, modes none and left, checksums)"
     hm = None  # handmade provenance
 
-    def hadd(name, error, description, buf):
-        add(name, error, description, buf, hprov)
+    def hadd(name, error, description, buf, reseal=True):
+        add(name, error, description, buf, hprov, reseal)
 
     # magic
     hadd("magic_rant", "rans_bad_magic", f"magic RANT instead of RANS; {base_note}",
-         b"RANT" + hbase[4:])
+         b"RANT" + hbase[4:], reseal=False)
     hadd("magic_snar", "rans_bad_magic", "magic byte-swapped to SNAR (a writer with the wrong "
-         "endianness)", b"SNAR" + hbase[4:])
-    hadd("magic_zero", "rans_bad_magic", "magic all zero bytes", bytes(4) + hbase[4:])
+         "endianness)", b"SNAR" + hbase[4:], reseal=False)
+    hadd("magic_zero", "rans_bad_magic", "magic all zero bytes", bytes(4) + hbase[4:], reseal=False)
+    hadd("magic_short_rx", "rans_bad_magic", "a 2-byte file RX: too short, and not the start of "
+         "RANS", b"RX", reseal=False)
+
+    # truncated files: every cut is this error, wherever it falls (checked before the checksum)
+    for cut, what in ((0, "the empty file"), (2, "RA, the start of the magic"),
+                      (40, "inside the header"), (63, "one byte short of the header"),
+                      (64, "the header alone"), (575, "one byte short of the table"),
+                      (hn - 100, "inside the last payload"), (hn - 1, "the last byte missing")):
+        hadd(f"truncated_{cut}", "rans_container_truncated", f"the {hn}-byte {base_note} cut to "
+             f"{cut} bytes: {what}", hbase[:cut], reseal=False)
+    hadd("truncated_file_size_plus16", "rans_container_truncated", "file_size 16 more than the "
+         "length (a file that lost its last 16 bytes looks like this; so does a file_size raised "
+         "by damage)", patch(hbase, R.OFF_FILE_SIZE, "Q", hn + 16), reseal=False)
+
+    # the container checksum: one flipped bit, the checksum left as written
+    def flip(buf, off, bit):
+        b = bytearray(buf)
+        b[off] ^= 1 << bit
+        return bytes(b)
+    h0 = R.check(hbase)
+    m1 = R.tile_meta(hbase, h0, 1)
+    we1 = np.frombuffer(hbase, "<u4", 8, m1.data_offset + 1024)
+    words_end = m1.data_offset + 1056 + 2 * int(we1[-1])
+    gap = h0.scales_offset + 4 * h0.M
+    assert gap < R.tile_meta(hbase, h0, 0).data_offset and words_end < len(hbase)
+    for name, off, bit, what in (
+            ("k_bit1", R.OFF_K, 1, "K 257 -> 259, tiles_c unchanged: version 1 decoded it as a "
+             "1 x 259 matrix (the new columns are padding, which decodes to 0)"),
+            ("m_bit1", R.OFF_M, 1, "M 1 -> 3, tiles_r unchanged (the two new scales would be "
+             "read from the zero gap)"),
+            ("scale_sign", h0.scales_offset + 3, 7, "the sign bit of scale[0]"),
+            ("table_bit", R.TABLE_OFFSET + 2 * 5, 0, "bit 0 of freq[5]"),
+            ("meta_offset_bit", h0.meta_offset + 32 + 4, 3, "bit 35 of tile 1's data_offset"),
+            ("meta_predictor_bit", h0.meta_offset + 20, 0, "bit 0 of tile 0's predictor"),
+            ("gap_bit", gap, 2, "a zero byte of the gap between the scales and the first payload"),
+            ("state_bit", m1.data_offset + 4 * 9, 4, "bit 4 of tile 1's init_state[9]"),
+            ("word_bit", m1.data_offset + 1056, 0, "bit 0 of tile 1's first word"),
+            ("padding_bit", words_end, 6, "a zero padding byte after tile 1's words"),
+            ("field_bit", R.OFF_CRC, 0, "bit 0 of the stored CRC-32"),
+            ("complement_bit", R.OFF_CRC + 7, 7, "the top bit of the stored complement"),
+            ("flags_bit1", R.OFF_FLAGS, 1, "flag bit 1 (unknown flags are checked after the "
+             "checksum)")):
+        hadd(f"crc_{name}", "rans_container_checksum", f"one flipped bit of the {base_note}: "
+             f"{what}", flip(hbase, off, bit), reseal=False)
+    hadd("crc_appended_byte", "rans_container_checksum", "one zero byte appended (file_size "
+         "unchanged): the checksum covers the whole file and comes before the file_size rule",
+         hbase + b"\0", reseal=False)
+    hadd("crc_flag_set", "rans_container_checksum", "flag bit 0 set on the same container written "
+         "without checksums: bytes 56-63 are zero, not the CRC-32",
+         flip(hbase0, R.OFF_FLAGS, 0), reseal=False)
+    hadd("header_flag_cleared", "rans_bad_header", "flag bit 0 cleared on the checksummed "
+         "container: bytes 56-63 (the CRC-32 and its complement, never both zero) must then be "
+         "zero", flip(hbase, R.OFF_FLAGS, 0), reseal=False)
 
     # header fields, one at a time
     for field, off, fmt, value in (
-            ("version", R.OFF_VERSION, "H", 0), ("version", R.OFF_VERSION, "H", 2),
+            ("version", R.OFF_VERSION, "H", 1), ("version", R.OFF_VERSION, "H", 3),
             ("header_size", R.OFF_HEADER_SIZE, "H", 128),
             ("header_size", R.OFF_HEADER_SIZE, "H", 0),
             ("scale_bits", R.OFF_SCALE_BITS, "B", 11), ("scale_bits", R.OFF_SCALE_BITS, "B", 13),
@@ -526,17 +588,14 @@ def build_corrupt(ff: FixtureFile) -> None:
             ("lanes_per_tile", R.OFF_LANES, "H", 128), ("tile_rows", R.OFF_TILE_ROWS, "H", 128),
             ("tile_cols", R.OFF_TILE_COLS, "H", 512), ("tiles_r", R.OFF_TILES_R, "I", 2),
             ("tiles_c", R.OFF_TILES_C, "I", 1), ("tiles_c", R.OFF_TILES_C, "I", 3),
-            ("file_size", R.OFF_FILE_SIZE, "Q", hn + 16),
-            ("file_size", R.OFF_FILE_SIZE, "Q", hn - 16),
-            ("reserved", R.OFF_RESERVED, "Q", 1), ("reserved", R.OFF_RESERVED, "Q", 1 << 63)):
+            ("file_size", R.OFF_FILE_SIZE, "Q", hn - 16)):
         hadd(f"header_{field}_{value:x}", "rans_bad_header", f"header field {field} = {value:#x} "
-             "(the only byte change to the valid 1 x 257 base container)",
+             "(the only field changed in the valid 1 x 257 base container)",
              patch(hbase, off, fmt, value))
-    hadd("header_short_40", "rans_bad_header", "the file ends after 40 bytes, inside the header "
-         "(magic intact)", hbase[:40])
-    hadd("truncated_file", "rans_bad_header", "the 1 x 257 base container cut 100 bytes short, "
-         "inside the last payload: file_size (a header field) no longer equals the length of the "
-         "file", hbase[:hn - 100])
+    for value in (1, 1 << 63):
+        hadd(f"header_reserved_{value:x}", "rans_bad_header", f"bytes 56-63 = {value:#x} in the "
+             "1 x 257 base container written without checksums (there they must be zero)",
+             patch(hbase0, R.OFF_CRC, "Q", value), reseal=False)
 
     # table
     tb = R.TABLE_OFFSET

@@ -1,6 +1,7 @@
-"""rANS-compressed int8 weight tiles, version 1, per reference/spec/rans.md (normative copy in the
-project's format specs): table normalization, predictors, the auto policy, the interleaved coder,
-the pinned container writer, a validating reader and decoder, and the bit-exact fused product.
+"""rANS-compressed int8 weight tiles, container version 2, per reference/spec/rans.md (normative copy
+in the project's format specs): table normalization, predictors, the auto policy, the interleaved
+coder, the pinned container writer with its container checksum, a validating reader and decoder, and
+the bit-exact fused product.
 
 Conventions:
   * weights travel as their bytes: w is a uint8 [M, K] array holding (uint8) W;
@@ -25,7 +26,7 @@ import numpy as np
 
 from . import fp16
 
-VERSION = 1
+VERSION = 2                        # container version; 1 had no container checksum and is not read
 TILE = 256
 WARPS = 8
 WARP = 32
@@ -46,7 +47,8 @@ FLAG_CHECKSUMS = 1
 OFF_VERSION, OFF_HEADER_SIZE, OFF_SCALE_BITS, OFF_FLAGS = 4, 6, 8, 9
 OFF_LANES, OFF_TILE_ROWS, OFF_TILE_COLS = 10, 12, 14
 OFF_M, OFF_K, OFF_TILES_R, OFF_TILES_C = 16, 20, 24, 28
-OFF_SCALES, OFF_META, OFF_FILE_SIZE, OFF_RESERVED = 32, 40, 48, 56
+OFF_SCALES, OFF_META, OFF_FILE_SIZE, OFF_CRC = 32, 40, 48, 56
+# With flag bit 0: u32 CRC-32 at 56 and its complement at 60; without it 8 zero bytes.
 _HEADER = struct.Struct("<4sHHBBHHHIIIIQQQQ")
 assert _HEADER.size == HEADER_SIZE
 _META = struct.Struct("<QQIB11s")
@@ -289,6 +291,26 @@ def adler32(data: bytes) -> int:
     return zlib.adler32(data) & 0xFFFFFFFF
 
 
+def container_crc(buf: bytes) -> int:
+    """zlib's CRC-32 of the whole buffer with its checksum field (bytes 56..63) counted as zero."""
+    return zlib.crc32(bytes(buf[:OFF_CRC]) + bytes(8) + bytes(buf[OFF_CRC + 8:])) & 0xFFFFFFFF
+
+
+def seal(buf: bytes) -> bytes:
+    """buf with bytes 56..63 rewritten to what the spec requires of its flags: the container CRC and
+    its complement when flag bit 0 is set, zeros otherwise. The writer's last step; corrupt fixtures
+    use it to break one inner rule of a checksummed container and keep the checksum valid."""
+    b = bytearray(buf)
+    if len(b) < HEADER_SIZE:
+        raise ValueError("a container checksum needs the 64-byte header")
+    if b[OFF_FLAGS] & FLAG_CHECKSUMS:
+        crc = container_crc(b)
+        struct.pack_into("<II", b, OFF_CRC, crc, crc ^ 0xFFFFFFFF)
+    else:
+        struct.pack_into("<Q", b, OFF_CRC, 0)
+    return bytes(b)
+
+
 # ---------------------------------------------------------------------------------------------
 # Container writer (the pinned layout)
 # ---------------------------------------------------------------------------------------------
@@ -310,7 +332,7 @@ def header_bytes(M: int, K: int, flags: int, scales_offset: int, meta_offset: in
 def write_container(M: int, K: int, freq, scales_bits, records: list[TileRecord],
                     checksums: bool) -> bytes:
     """The writer layout: header, table, meta at 576, scales right after the meta, payloads from
-    scales_offset + 4M rounded up to 16, in tile order, no gaps."""
+    scales_offset + 4M rounded up to 16, in tile order, no gaps; the container checksum last."""
     n = len(records)
     assert n == ceil_div(M, TILE) * ceil_div(K, TILE)
     scales_offset = META_OFFSET + META_SIZE * n
@@ -330,7 +352,7 @@ def write_container(M: int, K: int, freq, scales_bits, records: list[TileRecord]
     out += bytes(round16(len(out)) - len(out))
     out += b"".join(payloads)
     assert len(out) == file_size
-    return bytes(out)
+    return seal(bytes(out))
 
 
 def choose_modes(tiles: np.ndarray, modes) -> list[int]:
@@ -412,27 +434,43 @@ def tile_meta(buf: bytes, h: Header, index: int) -> Meta:
 
 
 def check(buf: bytes) -> Header:
-    """Structural validation, in the spec's order: magic, header fields, table, tile metadata,
-    init states. Raises RansError; returns the parsed header."""
+    """Validation in the spec's order: a cut file or another kind of file (magic, header length,
+    version, file_size), the container checksum when flag bit 0 is set, then the structure: header
+    fields, table, tile metadata, init states. Raises RansError; returns the parsed header."""
     buf = bytes(buf)
     n = len(buf)
-    if n < 4 or buf[:4] != MAGIC:
+    if n < 4:
+        if MAGIC.startswith(buf):  # the empty file too
+            raise RansError("rans_container_truncated", f"{n} bytes: the file ends in the magic")
+        raise RansError("rans_bad_magic", repr(buf))
+    if buf[:4] != MAGIC:
         raise RansError("rans_bad_magic", repr(buf[:4]))
     if n < HEADER_SIZE:
-        raise RansError("rans_bad_header", f"{n} bytes cannot hold the 64-byte header")
+        raise RansError("rans_container_truncated", f"{n} bytes cannot hold the 64-byte header")
     (_, version, hsize, sbits, flags, lanes, trows, tcols, M, K, tr, tc, scales_offset,
      meta_offset, file_size, reserved) = _HEADER.unpack_from(buf, 0)
-    fields = [("version", version, VERSION), ("header_size", hsize, HEADER_SIZE),
+    if version != VERSION:
+        raise RansError("rans_bad_header", f"version = {version}, expected {VERSION}")
+    if file_size > n or n < TABLE_OFFSET + 512:
+        raise RansError("rans_container_truncated", f"{n} bytes, the header says {file_size} "
+                        "and no container has fewer than 576")
+    sealed = bool(flags & FLAG_CHECKSUMS)
+    if sealed:
+        crc = container_crc(buf)
+        have = struct.unpack_from("<II", buf, OFF_CRC)
+        if have != (crc, crc ^ 0xFFFFFFFF):
+            raise RansError("rans_container_checksum", f"stored {have[0]:#010x} / {have[1]:#010x}, "
+                            f"the file's CRC-32 is {crc:#010x}")
+    fields = [("header_size", hsize, HEADER_SIZE),
               ("scale_bits", sbits, SCALE_BITS), ("flags", flags & ~FLAG_CHECKSUMS, 0),
               ("lanes_per_tile", lanes, TILE), ("tile_rows", trows, TILE),
               ("tile_cols", tcols, TILE), ("tiles_r", tr, ceil_div(M, TILE)),
-              ("tiles_c", tc, ceil_div(K, TILE)), ("reserved", reserved, 0),
+              ("tiles_c", tc, ceil_div(K, TILE)),
+              ("reserved bytes 56..63 (no checksums)", 0 if sealed else reserved, 0),
               ("file_size", file_size, n)]
     for name, have, want in fields:
         if have != want:
             raise RansError("rans_bad_header", f"{name} = {have}, expected {want}")
-    if n < TABLE_OFFSET + 512:
-        raise RansError("rans_bad_table", "the table lies past the end of the file")
     freq = np.frombuffer(buf, "<u2", 256, TABLE_OFFSET).astype(np.int64)
     if int(freq.sum()) != M_SCALE or not freq.any() or int(freq.max()) > M_SCALE:
         raise RansError("rans_bad_table", f"sum {int(freq.sum())}, max {int(freq.max())}")
@@ -459,6 +497,9 @@ def check(buf: bytes) -> Header:
             raise RansError("rans_bad_tile_meta", f"tile {i}: predictor {m.mode}")
         if any(m.reserved):
             raise RansError("rans_bad_tile_meta", f"tile {i}: nonzero reserved bytes")
+        if m.checksum and not sealed:
+            raise RansError("rans_bad_tile_meta", f"tile {i}: checksum {m.checksum:#x} without "
+                            "flag bit 0")
         we = _u32(buf, m.data_offset + 4 * TILE, WARPS)
         if np.any(np.diff(we) < 0):
             raise RansError("rans_bad_tile_meta", f"tile {i}: warp_end decreases {we.tolist()}")

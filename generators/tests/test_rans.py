@@ -8,6 +8,7 @@ Independent views used here, each written differently from qgold_gen.rans:
   * a normalization that keeps its candidates in a heap-free, sort-every-step loop;
   * predictors evaluated per element from the spec's table;
   * Adler-32 from its definition (two sums mod 65521);
+  * CRC-32 one bit at a time from its definition (the container checksum);
   * the fused product with numpy float32 scalars, one operation at a time.
 """
 
@@ -133,6 +134,29 @@ def adler_slow(data):
         a = (a + byte) % 65521
         b = (b + a) % 65521
     return (b << 16) | a
+
+
+def crc_slow(data, field_zero=False):
+    """CRC-32 bit by bit: register all ones, reflected polynomial 0xEDB88320, result inverted; with
+    field_zero, bytes 56..63 count as zero (the container checksum's rule)."""
+    r = 0xFFFFFFFF
+    for i, byte in enumerate(data):
+        r ^= 0 if field_zero and 56 <= i < 64 else byte
+        for _ in range(8):
+            r = (r >> 1) ^ 0xEDB88320 if r & 1 else r >> 1
+    return r ^ 0xFFFFFFFF
+
+
+def flip_error(valid, i, bit):
+    """The error the spec's validation order names for flipping `bit` of byte i of a valid
+    container with checksums."""
+    if i < 4:
+        return "rans_bad_magic"
+    if i in (4, 5) or (i == 9 and bit == 0):   # the version; flag bit 0 leaves bytes 56..63 nonzero
+        return "rans_bad_header"
+    if 48 <= i < 56 and not valid[i] >> bit & 1:
+        return "rans_container_truncated"      # file_size grew past the length
+    return "rans_container_checksum"
 
 
 def gemv_slow(w, scales_bits, x16):
@@ -269,6 +293,15 @@ class TestCoder(unittest.TestCase):
             self.assertEqual(R.adler32(d), adler_slow(d))
         self.assertEqual(R.adler32(bytes([0xFF]) * 65536), adler_slow(bytes([0xFF]) * 65536))
 
+    def test_crc(self):
+        self.assertEqual(crc_slow(b"123456789"), 0xCBF43926)
+        rng = np.random.default_rng(5)
+        for n in (0, 1, 63, 64, 65, 700):
+            d = rng.integers(0, 256, n).astype(np.uint8).tobytes()
+            want = crc_slow(d, True) if n >= 64 else None
+            if want is not None:
+                self.assertEqual(R.container_crc(d), want)
+
 
 class TestContainer(unittest.TestCase):
     def test_layout(self):
@@ -278,13 +311,14 @@ class TestContainer(unittest.TestCase):
         scales = fp16.f32_bits(rng.standard_normal(M).astype(f32))
         buf = R.encode(w, scales, M, K, [0, 1, 2, 3, 255, 0], True)
         hdr = struct.unpack_from("<4sHHBBHHHIIIIQQQQ", buf)
-        self.assertEqual(hdr[:8], (b"RANS", 1, 64, 12, 1, 256, 256, 256))
+        self.assertEqual(hdr[:8], (b"RANS", 2, 64, 12, 1, 256, 256, 256))
         self.assertEqual(hdr[8:12], (M, K, 2, 3))
         n = 6
         self.assertEqual(hdr[13], 576)
         self.assertEqual(hdr[12], 576 + 32 * n)
         self.assertEqual(hdr[14], len(buf))
-        self.assertEqual(hdr[15], 0)
+        crc = crc_slow(buf, True)
+        self.assertEqual(struct.unpack_from("<II", buf, 56), (crc, crc ^ 0xFFFFFFFF))
         pos = (576 + 32 * n + 4 * M + 15) // 16 * 16
         self.assertFalse(any(buf[576 + 32 * n + 4 * M:pos]))
         tiles = R.tiles_of(w, M, K)
@@ -306,6 +340,7 @@ class TestContainer(unittest.TestCase):
         buf = R.encode(np.ones((3, 3), np.uint8), np.zeros(3, np.uint32), 3, 3, None, False)
         self.assertEqual(struct.unpack_from("<I", buf, 576 + 16)[0], 0)
         self.assertEqual(buf[9], 0)
+        self.assertEqual(buf[56:64], bytes(8))
 
     def test_empty(self):
         for M, K in ((0, 0), (5, 0), (0, 9)):
@@ -334,24 +369,33 @@ class TestContainer(unittest.TestCase):
             R.encode(np.zeros((1, 1), np.uint8), np.zeros(1, np.uint32), 1, 1, [4])
         self.assertEqual(cm.exception.name, "rans_predictor_invalid")
 
-    def test_single_bit_flips(self):
-        """A flipped payload bit of a checksummed container is an error or changes nothing
-        (a flip in the zero padding after the words); never a silently different tile."""
+    def test_every_bit_flip_and_cut(self):
+        """Every single flipped bit of a checksummed container is the error the spec's order names
+        (never accepted), and every proper prefix is a cut file."""
         rng = np.random.default_rng(4)
-        w = (rng.integers(0, 256, (40, 256)) % 9).astype(np.uint8)
-        buf = R.encode(w, np.zeros(40, np.uint32), 40, 256, [0], True)
-        off = R.tile_meta(buf, R.check(buf), 0).data_offset
-        end = len(buf)
-        for k in range(120):
-            pos = int(rng.integers(off, end))
-            bit = int(rng.integers(0, 8))
-            b = bytearray(buf)
-            b[pos] ^= 1 << bit
-            try:
-                got, _ = R.decode(bytes(b))
-            except R.RansError:
-                continue
-            self.assertTrue(np.array_equal(got, w), (pos, bit))
+        M, K = 2, 260  # two tiles, an 8-byte gap before the payloads, payload padding
+        w = (rng.integers(0, 256, (M, K)) % 9).astype(np.uint8)
+        buf = R.encode(w, fp16.f32_bits(np.array([0.5, -2.0], f32)), M, K, [1, 0], True)
+        h = R.check(buf)
+        m0, m1 = R.tile_meta(buf, h, 0), R.tile_meta(buf, h, 1)
+        ends = [m.data_offset + 1056 + 2 * struct.unpack_from("<I", buf, m.data_offset + 1052)[0]
+                for m in (m0, m1)]
+        self.assertLess(h.scales_offset + 4 * M, m0.data_offset)
+        self.assertTrue(ends[0] < m1.data_offset or ends[1] < len(buf))
+        got = {}
+        for i in range(len(buf)):
+            for bit in range(8):
+                b = bytearray(buf)
+                b[i] ^= 1 << bit
+                with self.assertRaises(R.RansError, msg=(i, bit)) as cm:
+                    R.check(bytes(b))
+                got[(i, bit)] = cm.exception.name
+        want = {(i, bit): flip_error(buf, i, bit) for i in range(len(buf)) for bit in range(8)}
+        self.assertEqual(got, want)
+        for n in range(len(buf)):
+            with self.assertRaises(R.RansError, msg=n) as cm:
+                R.decode(buf[:n])
+            self.assertEqual(cm.exception.name, "rans_container_truncated", n)
 
 
 class TestGemv(unittest.TestCase):
@@ -404,7 +448,8 @@ class TestGolden(unittest.TestCase):
             seen.add(attrs["error"])
         self.assertEqual(seen, {"rans_bad_magic", "rans_bad_header", "rans_bad_table",
                                 "rans_bad_tile_meta", "rans_bad_state", "rans_truncated",
-                                "rans_trailing_data", "rans_corrupt", "rans_checksum"})
+                                "rans_trailing_data", "rans_corrupt", "rans_checksum",
+                                "rans_container_checksum", "rans_container_truncated"})
 
     def test_encode_cases(self):
         for name, attrs, ds in self.cases("encode"):
