@@ -12,7 +12,9 @@
  *               f16-only calls equal the combined one; 1, 2, 3 and 7 threads give the same bits;
  *   corruption  flipped bits and words in payloads, moved warp boundaries (truncated / trailing words),
  *               broken initial states, nonzero padding, broken checksums, truncated files, several
- *               failing tiles at once: exactly the reference's error, for every thread count;
+ *               failing tiles at once: exactly the reference's error, for every thread count; with
+ *               checksums, payload damage is resealed (container CRC recomputed) so that it reaches
+ *               the tile rules, and header damage and cut files meet the container checksum first;
  *   arguments   the reference's error for bad arguments, outputs untouched.
  * Every successful kernel call goes through qg_call_guarded (poisoned outputs, canaries, two runs).
  *
@@ -522,14 +524,18 @@ static void test_corrupt(void)
                 if (qg_rng_int_range(&g_rng, 2)) {
                     blen = L - 1 - qg_rng_int_range(&g_rng, 64);
                     snprintf(what, sizeof what, "checksums %d, file cut to %zu bytes", cs, blen);
-                } else {
-                    const uint32_t at = qg_rng_int_range(&g_rng, (uint32_t)(576 + 32 * nt));
+                } else { /* the 64-byte header itself half of the time, else anywhere up to the scales */
+                    const uint32_t span = qg_rng_int_range(&g_rng, 2) ? 64u : (uint32_t)(576 + 32 * nt);
+                    const uint32_t at = qg_rng_int_range(&g_rng, span);
                     bad[at] ^= (uint8_t)(1u << qg_rng_int_range(&g_rng, 8));
                     snprintf(what, sizeof what, "checksums %d, header byte %u flipped", cs, at);
                 }
                 break;
             }
             }
+            /* Payload damage of a checksummed container, resealed, reaches the kernels' own tile checks;
+             * left as is, every such file stops at the container checksum in qg_rans_check. */
+            if (cs && kind != 7) (void)qg_rans_seal(bad, blen);
             const int rr = check_errors(bad, blen, M, K, x, what);
             if (rr >= 400 && rr < 416) seen[rr - 400]++;
         }
@@ -539,8 +545,9 @@ static void test_corrupt(void)
     memcpy(bad, "SNAR", 4);
     QG_CHECK(check_errors(bad, len[0], M, K, x, "magic SNAR") == QG_ERR_rans_bad_magic, "SNAR is not rans_bad_magic");
     /* the corpus reached every decode-time error (and the structural ones) */
-    static const int need[] = {QG_ERR_rans_bad_header, QG_ERR_rans_bad_tile_meta, QG_ERR_rans_bad_state, QG_ERR_rans_truncated,
-                               QG_ERR_rans_trailing_data, QG_ERR_rans_corrupt, QG_ERR_rans_checksum};
+    static const int need[] = {QG_ERR_rans_bad_header,       QG_ERR_rans_bad_tile_meta,       QG_ERR_rans_bad_state,
+                               QG_ERR_rans_truncated,        QG_ERR_rans_trailing_data,       QG_ERR_rans_corrupt,
+                               QG_ERR_rans_checksum,         QG_ERR_rans_container_checksum, QG_ERR_rans_container_truncated};
     printf("corruption corpus (reference decode errors):");
     for (int i = 0; i < 16; i++)
         if (seen[i]) printf(" %s %zu", qg_error_name(400 + i), seen[i]);
