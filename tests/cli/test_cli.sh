@@ -75,10 +75,12 @@ check rans-missing 2 "needs --rows" -- qgold rans encode --rows 300
 check rans-check-no-file 2 "needs a file" -- qgold rans check
 check rans-check-missing 1 "cannot open" -- qgold rans check "$TMP/nope.rans"
 head -c 100 "$TMP/w.rans" > "$TMP/short.rans"
-check rans-check-short 1 "rans_bad_header in the header" -- qgold rans check "$TMP/short.rans"
+check rans-check-short 1 "rans_container_truncated in the container: the rANS file is truncated" -- qgold rans check "$TMP/short.rans"
 { printf 'SNAR'; tail -c +5 "$TMP/w.rans"; } > "$TMP/snar.rans"
 check rans-check-snar 1 "rans_bad_magic" -- qgold rans check "$TMP/snar.rans"
 check rans-decode-snar 1 "rans_bad_magic" -- qgold rans decode --in "$TMP/snar.rans" --out "$TMP/x"
+{ head -c 20 "$TMP/w.rans"; printf "\\$(printf %o $(($(od -An -tu1 -j 20 -N1 "$TMP/w.rans") ^ 1)))"; tail -c +22 "$TMP/w.rans"; } > "$TMP/k.rans" # K (byte 20) bit 0 flipped
+check rans-check-k-flip 1 "rans_container_checksum in the container" -- qgold rans check "$TMP/k.rans"
 # One payload byte of the last tile changed: checksums make it an error located at tile 1.
 cp "$TMP/w.rans" "$TMP/flip.rans"
 sz=$(wc -c < "$TMP/flip.rans"); off=$((sz - 40))
