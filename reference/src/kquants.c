@@ -255,9 +255,11 @@ int qg_kq_dequant_f16_ref(qg_ktype t, const uint8_t *blocks, size_t nbytes, size
 /* Round to nearest, ties to even, for |f| <= 4194303: adding 1.5 * 2^23 puts the sum in [2^23, 2^24),
  * where float32's spacing is 1, so the (RNE) addition itself rounds f to an integer, which then sits in
  * the low 23 bits offset by 2^22. Outside that range (and for inf/NaN) the result is whatever these
- * same bits give, exactly as in ggml, because the quantizers clamp it afterwards and so depend on it. */
-static int nearest_int(float f)
+ * same bits give, exactly as in ggml, because the quantizers clamp it afterwards and so depend on it;
+ * such a call sets *outside (the block is then outside the quantizer's domain, qg_kq_quantize_domain_ref). */
+static int nearest_int(float f, int *outside)
 {
+    if (!(fabsf(f) <= 4194303.0f)) *outside = 1; /* NaN fails the comparison too */
     const float v = f + 12582912.0f;
     const uint32_t b = qg_f32_bits(v);
     return (int)(b & 0x7FFFFFu) - 0x400000;
@@ -268,7 +270,7 @@ static int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v
 /* Asymmetric weighted least-squares fit x ~ scale*L + min, L in 0..nmax, min <= 0 (ggml make_qkx2_quants
  * with use_mad = false). Returns scale; *neg_min = -min. L gets the codes of the best candidate. */
 static float fit_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, float rmin,
-                      float rdelta, int nstep)
+                      float rdelta, int nstep, int *outside)
 {
     uint8_t Laux[32];
     float min = x[0];
@@ -295,7 +297,7 @@ static float fit_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *
     for (int i = 0; i < n; i++) {
         const float xs = x[i] - min;
         const float v = iscale * xs;
-        L[i] = (uint8_t)clampi(nearest_int(v), 0, nmax);
+        L[i] = (uint8_t)clampi(nearest_int(v, outside), 0, nmax);
         float diff = scale * (float)L[i];
         diff = diff + min;
         diff = diff - x[i];
@@ -315,7 +317,7 @@ static float fit_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *
         for (int i = 0; i < n; i++) {
             const float xs = x[i] - min;
             const float v = iscale * xs;
-            const int l = clampi(nearest_int(v), 0, nmax);
+            const int l = clampi(nearest_int(v, outside), 0, nmax);
             Laux[i] = (uint8_t)l;
             const float wl = w[i] * (float)l;
             sum_l = sum_l + wl;
@@ -362,7 +364,7 @@ static float fit_qkx2(int n, int nmax, const float *x, const float *w, uint8_t *
 }
 
 /* Q4_K (nmax 15) and Q5_K (nmax 31): one block of 256 inputs. */
-static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk)
+static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk, int *outside)
 {
     const int nmax = t == QG_Q4_K ? 15 : 31;
     const float rmin = t == QG_Q4_K ? -1.0f : -0.5f;
@@ -381,7 +383,8 @@ static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk)
         const float mean = sum_x2 / 32.0f;
         const float av_x = sqrtf(mean);
         for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xj[l]);
-        scales[j] = fit_qkx2(32, nmax, xj, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep);
+        scales[j] = fit_qkx2(32, nmax, xj, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep, outside);
+        if (!isfinite(scales[j]) || !isfinite(mins[j])) *outside = 1; /* the fit's sums overflowed */
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -393,8 +396,8 @@ static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk)
         /* ggml stores nearest_int into a uint8_t first (keeping the low 8 bits), then takes min(63, .) */
         const float vs = inv_scale * scales[j];
         const float vm = inv_min * mins[j];
-        uint8_t ls = low8(nearest_int(vs));
-        uint8_t lm = low8(nearest_int(vm));
+        uint8_t ls = low8(nearest_int(vs, outside));
+        uint8_t lm = low8(nearest_int(vm, outside));
         if (ls > 63) ls = 63;
         if (lm > 63) lm = 63;
         if (j < 4) {
@@ -424,7 +427,7 @@ static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk)
         for (int l = 0; l < 32; l++) {
             const float num = x[32 * j + l] + dm;
             const float v = num / dd;
-            L[32 * j + l] = (uint8_t)clampi(nearest_int(v), 0, nmax);
+            L[32 * j + l] = (uint8_t)clampi(nearest_int(v, outside), 0, nmax);
         }
     }
 
@@ -455,12 +458,12 @@ static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk)
 /* One pass of the symmetric fit at inverse scale iscale: l = clamp(nearest_int(iscale*x), -nmax, nmax-1),
  * sumlx = sum (x^2*x)*l and suml2 = sum (x^2*l)*l in index order, each product and sum rounded on its
  * own. Stores l + nmax in L when L is not NULL (the first pass keeps its codes, the candidates do not). */
-static void qx_sums(int n, int nmax, float iscale, const float *x, uint8_t *L, float *sumlx, float *suml2)
+static void qx_sums(int n, int nmax, float iscale, const float *x, uint8_t *L, float *sumlx, float *suml2, int *outside)
 {
     float slx = 0.0f, sl2 = 0.0f;
     for (int i = 0; i < n; i++) {
         const float v = iscale * x[i];
-        const int l = clampi(nearest_int(v), -nmax, nmax - 1);
+        const int l = clampi(nearest_int(v, outside), -nmax, nmax - 1);
         if (L != NULL) L[i] = (uint8_t)(l + nmax);
         const float w = x[i] * x[i];
         const float wx = w * x[i];
@@ -476,7 +479,7 @@ static void qx_sums(int n, int nmax, float iscale, const float *x, uint8_t *L, f
 
 /* Symmetric fit with weights x^2 (ggml make_qx_quants, rmse_type 1, no imatrix): codes L in 0..2*nmax-1
  * (stored value l + nmax, l in -nmax..nmax-1); returns the scale (may be negative). */
-static float fit_qx(int n, int nmax, const float *x, uint8_t *L)
+static float fit_qx(int n, int nmax, const float *x, uint8_t *L, int *outside)
 {
     float max = 0.0f, amax = 0.0f;
     for (int i = 0; i < n; i++) {
@@ -492,7 +495,7 @@ static float fit_qx(int n, int nmax, const float *x, uint8_t *L)
     }
     float iscale = (float)(-nmax) / max;
     float sumlx, suml2;
-    qx_sums(n, nmax, iscale, x, L, &sumlx, &suml2);
+    qx_sums(n, nmax, iscale, x, L, &sumlx, &suml2, outside);
     float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
@@ -501,14 +504,14 @@ static float fit_qx(int n, int nmax, const float *x, uint8_t *L)
         num = (float)nmax + num;
         num = -num;
         iscale = num / max;
-        qx_sums(n, nmax, iscale, x, NULL, &sumlx, &suml2);
+        qx_sums(n, nmax, iscale, x, NULL, &sumlx, &suml2, outside);
         if (suml2 > 0.0f) {
             const float lhs = sumlx * sumlx;
             const float rhs = best * suml2;
             if (lhs > rhs) { /* strict */
                 for (int i = 0; i < n; i++) {
                     const float v = iscale * x[i];
-                    L[i] = (uint8_t)(nmax + clampi(nearest_int(v), -nmax, nmax - 1));
+                    L[i] = (uint8_t)(nmax + clampi(nearest_int(v, outside), -nmax, nmax - 1));
                 }
                 scale = sumlx / suml2;
                 best = scale * sumlx;
@@ -518,13 +521,14 @@ static float fit_qx(int n, int nmax, const float *x, uint8_t *L)
     return scale;
 }
 
-static void quantize_block_q6(const float *x, uint8_t *blk)
+static void quantize_block_q6(const float *x, uint8_t *blk, int *outside)
 {
     uint8_t L[QG_QK_K];
     float scales[16];
     float max_scale = 0.0f, max_abs_scale = 0.0f;
     for (int g = 0; g < 16; g++) {
-        scales[g] = fit_qx(16, 32, x + 16 * g, L + 16 * g);
+        scales[g] = fit_qx(16, 32, x + 16 * g, L + 16 * g, outside);
+        if (!isfinite(scales[g])) *outside = 1; /* the fit's sums overflowed (NaN scales are then skipped) */
         const float a = fabsf(scales[g]);
         if (a > max_abs_scale) { /* strict: first on ties */
             max_abs_scale = a;
@@ -540,7 +544,7 @@ static void quantize_block_q6(const float *x, uint8_t *blk)
     st_u16(blk + Q6K_D, qg_f32_to_f16(dv));
     for (int g = 0; g < 16; g++) {
         const float v = iscale * scales[g];
-        int s = nearest_int(v);
+        int s = nearest_int(v, outside);
         if (s > 127) s = 127;
         blk[Q6K_SCALES + g] = low8(s); /* stored as int8 */
     }
@@ -550,7 +554,7 @@ static void quantize_block_q6(const float *x, uint8_t *blk)
         if (dd == 0.0f) continue;
         for (int l = 0; l < 16; l++) {
             const float v = x[16 * g + l] / dd;
-            L[16 * g + l] = (uint8_t)(clampi(nearest_int(v), -32, 31) + 32);
+            L[16 * g + l] = (uint8_t)(clampi(nearest_int(v, outside), -32, 31) + 32);
         }
     }
     uint8_t *ql = blk + Q6K_QL, *qh = blk + Q6K_QH;
@@ -565,7 +569,7 @@ static void quantize_block_q6(const float *x, uint8_t *blk)
     }
 }
 
-static void quantize_block_q8(const float *x, uint8_t *blk)
+static void quantize_block_q8(const float *x, uint8_t *blk, int *outside)
 {
     float max = 0.0f, amax = 0.0f;
     for (int j = 0; j < QG_QK_K; j++) {
@@ -582,7 +586,7 @@ static void quantize_block_q8(const float *x, uint8_t *blk)
     const float iscale = -127.0f / max;
     for (int j = 0; j < QG_QK_K; j++) {
         const float v = iscale * x[j];
-        int q = nearest_int(v);
+        int q = nearest_int(v, outside);
         if (q > 127) q = 127;
         blk[Q8K_QS + j] = low8(q); /* stored as int8 */
     }
@@ -595,6 +599,30 @@ static void quantize_block_q8(const float *x, uint8_t *blk)
     st_u32(blk + Q8K_D, qg_f32_bits(d));
 }
 
+/* One block; returns 1 when it is inside the quantizer's domain (see qg_kq_quantize_domain_ref). */
+static int quantize_block(qg_ktype t, const float *x, uint8_t *blk)
+{
+    int outside = 0;
+    memset(blk, 0, qg_kq_block_bytes(t));
+    switch (t) {
+    case QG_Q4_K:
+    case QG_Q5_K: quantize_block_q45(t, x, blk, &outside); break;
+    case QG_Q6_K: quantize_block_q6(x, blk, &outside); break;
+    case QG_Q8_K: quantize_block_q8(x, blk, &outside); break;
+    }
+    for (int i = 0; i < QG_QK_K; i++)
+        if (!isfinite(x[i])) outside = 1;
+    /* the stored scales: d or dmin not finite (an fp16 overflow) */
+    if (t == QG_Q8_K) {
+        if (!isfinite(ld_f32(blk + Q8K_D))) outside = 1;
+    } else if (t == QG_Q6_K) {
+        if (!isfinite(ld_f16(blk + Q6K_D))) outside = 1;
+    } else if (!isfinite(ld_f16(blk + KX_D)) || !isfinite(ld_f16(blk + KX_DMIN))) {
+        outside = 1;
+    }
+    return !outside;
+}
+
 int qg_kq_quantize_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *blocks, size_t nbytes)
 {
     if (!known(t)) return QG_ERR_kq_type_unknown;
@@ -602,17 +630,25 @@ int qg_kq_quantize_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uin
     int rc = qg_kq_check_shape(t, rows, cols, nbytes);
     if (rc != QG_ERR_ok) return rc;
     const size_t nblocks = rows * (cols / QG_QK_K), bsz = qg_kq_block_bytes(t);
+    for (size_t i = 0; i < nblocks; i++) (void)quantize_block(t, x + i * QG_QK_K, blocks + i * bsz);
+    return QG_ERR_ok;
+}
+
+int qg_kq_quantize_domain_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *in_domain, size_t *outside)
+{
+    if (!known(t)) return QG_ERR_kq_type_unknown;
+    if (x == NULL || in_domain == NULL) return QG_ERR_argument_invalid;
+    size_t nbytes = 0;
+    int rc = check_dims(t, rows, cols, &nbytes);
+    if (rc != QG_ERR_ok) return rc;
+    const size_t nblocks = rows * (cols / QG_QK_K);
+    size_t count = 0;
+    uint8_t blk[Q8K_BYTES]; /* the largest block */
     for (size_t i = 0; i < nblocks; i++) {
-        const float *xb = x + i * QG_QK_K;
-        uint8_t *blk = blocks + i * bsz;
-        memset(blk, 0, bsz);
-        switch (t) {
-        case QG_Q4_K:
-        case QG_Q5_K: quantize_block_q45(t, xb, blk); break;
-        case QG_Q6_K: quantize_block_q6(xb, blk); break;
-        case QG_Q8_K: quantize_block_q8(xb, blk); break;
-        }
+        in_domain[i] = (uint8_t)quantize_block(t, x + i * QG_QK_K, blk);
+        count += in_domain[i] ? 0 : 1;
     }
+    if (outside != NULL) *outside = count;
     return QG_ERR_ok;
 }
 

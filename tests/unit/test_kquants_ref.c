@@ -862,6 +862,72 @@ static void test_quantize_edges(void)
     }
 }
 
+/* The domain report: ordinary data is inside; a non-finite input, values whose fitted scales or fp16 d
+ * overflow, and ranges so small that an inverse scale overflows (the rounding then sees inf) are
+ * outside, block by block; Q8_K's float32 d keeps every finite magnitude whose 127/max is finite. */
+static void test_quantize_domain(void)
+{
+    enum { R = 2, C = 1024, NB = R * C / QK };
+    static float x[R * C], y[R * C];
+    static uint8_t blk[NB * 292], blk2[NB * 292];
+    uint8_t in[NB];
+    size_t outside = 99;
+    for (int ti = 0; ti < 4; ti++) {
+        const qg_ktype t = k_types[ti];
+        const size_t bb = qg_kq_block_bytes(t);
+        smooth_rows(x, R, C, 0);
+        QG_CHECK(qg_kq_quantize_domain_ref(t, x, R, C, in, &outside) == 0 && outside == 0, "%s: smooth rows: %zu outside",
+                 qg_kq_name(t), outside);
+        /* block 1: one NaN; block 2: one +inf; block 6: one -inf; the others stay inside */
+        x[1 * QK + 17] = NAN;
+        x[2 * QK + 255] = INFINITY;
+        x[6 * QK] = -INFINITY;
+        QG_CHECK(qg_kq_quantize_ref(t, x, R, C, blk, NB * bb) == 0, "rc");
+        memset(in, 0xAA, sizeof in);
+        QG_CHECK(qg_kq_quantize_domain_ref(t, x, R, C, in, &outside) == 0 && outside == 3, "%s: %zu outside, want 3",
+                 qg_kq_name(t), outside);
+        for (int b = 0; b < NB; b++)
+            QG_CHECK(in[b] == (b == 1 || b == 2 || b == 6 ? 0 : 1), "%s: block %d in_domain %d", qg_kq_name(t), b, in[b]);
+        QG_CHECK(qg_kq_quantize_domain_ref(t, x, R, C, in, NULL) == 0, "%s: NULL count", qg_kq_name(t));
+        /* the report changes no bytes of the quantizer's output */
+        QG_CHECK(qg_kq_quantize_ref(t, x, R, C, blk2, NB * bb) == 0 && memcmp(blk, blk2, NB * bb) == 0, "%s: bytes differ",
+                 qg_kq_name(t));
+        /* magnitudes: outside exactly where the formats cannot represent the block */
+        const struct {
+            float mag;
+            int want[4]; /* q4_k, q5_k, q6_k, q8_k */
+        } k_mag[] = {
+            {3.4e38f, {0, 0, 0, 1}}, {1e30f, {0, 0, 0, 1}}, {1e9f, {0, 0, 0, 1}}, {1e8f, {0, 0, 1, 1}},
+            {1e3f, {1, 1, 1, 1}},    {1.0f, {1, 1, 1, 1}},  {1e-3f, {1, 1, 1, 1}}, {1e-9f, {1, 1, 1, 1}},
+            {1e-36f, {0, 0, 1, 1}},  {1e-40f, {0, 0, 1, 0}},
+        };
+        for (size_t m = 0; m < sizeof k_mag / sizeof k_mag[0]; m++) {
+            for (int e = 0; e < QK; e++) x[e] = k_mag[m].mag * sinf(0.37f * (float)e + 0.1f);
+            QG_CHECK(qg_kq_quantize_domain_ref(t, x, 1, QK, in, &outside) == 0, "rc");
+            QG_CHECK(in[0] == k_mag[m].want[ti] && outside == (size_t)!in[0], "%s: magnitude %g: in_domain %d, want %d",
+                     qg_kq_name(t), (double)k_mag[m].mag, in[0], k_mag[m].want[ti]);
+            if (in[0] && k_mag[m].mag >= 1e-3f) { /* inside: the block approximates x (5% relative RMS) */
+                qg_kq_quantize_ref(t, x, 1, QK, blk, bb);
+                qg_kq_dequant_f32_ref(t, blk, bb, 1, QK, y);
+                double se = 0, sx = 0;
+                for (int e = 0; e < QK; e++) {
+                    se += ((double)y[e] - x[e]) * ((double)y[e] - x[e]);
+                    sx += (double)x[e] * x[e];
+                }
+                QG_CHECK(se <= 0.0025 * sx, "%s: magnitude %g inside but relative RMS error %g", qg_kq_name(t),
+                         (double)k_mag[m].mag, sqrt(se / sx));
+            }
+        }
+        /* the argument checks of qg_kq_quantize_ref */
+        QG_CHECK(qg_kq_quantize_domain_ref(t, NULL, 1, QK, in, NULL) == QG_ERR_argument_invalid, "NULL x");
+        QG_CHECK(qg_kq_quantize_domain_ref(t, x, 1, QK, NULL, NULL) == QG_ERR_argument_invalid, "NULL in_domain");
+        QG_CHECK(qg_kq_quantize_domain_ref(t, x, 1, 300, in, NULL) == QG_ERR_kq_cols_not_multiple, "cols 300");
+        QG_CHECK(qg_kq_quantize_domain_ref(t, x, 0, QK, in, NULL) == QG_ERR_shape_invalid, "rows 0");
+        QG_CHECK(qg_kq_quantize_domain_ref(t, x, SIZE_MAX / 2, QK, in, NULL) == QG_ERR_shape_invalid, "rows overflow");
+    }
+    QG_CHECK(qg_kq_quantize_domain_ref((qg_ktype)9, x, 1, QK, in, NULL) == QG_ERR_kq_type_unknown, "type 9");
+}
+
 /* ---- validation -------------------------------------------------------------------------------------------- */
 
 static void test_validation(void)
@@ -1081,6 +1147,7 @@ int main(void)
         for (int v = 0; v < 3; v++) test_roundtrip(k_types[ti], v);
     test_q8_quantize_rules();
     test_quantize_edges();
+    test_quantize_domain();
     test_validation();
     test_gemv();
     test_gemv_special();

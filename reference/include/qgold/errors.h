@@ -49,6 +49,7 @@ extern "C" {
     X(kq_cols_not_multiple, 201, "K-quant row length (cols) is zero or not a multiple of 256; 4544- and 896-wide rows are not K-quant rows") \
     X(kq_size_mismatch, 202, "K-quant buffer length is not rows * cols/256 * block bytes")        \
     X(kq_batch_out_of_range, 203, "K-quant GEMV batch is outside 1..16") \
+    X(kq_input_out_of_domain, 204, "K-quant quantizer input outside its valid domain (non-finite, or a magnitude or spread the float32 fit cannot represent): ggml's bytes, but meaningless") \
     X(spqr_rows_not_multiple, 300, "SpQR row count m is zero or not a multiple of 16 (a partial tile row cannot carry its second-order word)") \
     X(spqr_cols_out_of_range, 301, "SpQR column count n is 0 or larger than 65536") \
     X(spqr_size_mismatch, 302, "an SpQR buffer length (dense words, row_offsets, perm) does not match m and n") \

@@ -51,6 +51,17 @@ int qg_kq_dequant_f16_ref(qg_ktype t, const uint8_t *blocks, size_t nbytes, size
  * non-finite x still gives deterministic bytes (the same IEEE float32 operations), but garbage-in. */
 int qg_kq_quantize_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *blocks, size_t nbytes);
 
+/* Whether each block of x lies in the quantizer's valid domain: in_domain[i] (rows * cols/256 entries)
+ * receives 1 when the 256 inputs of block i are finite, every round-to-nearest of the algorithm above
+ * sees |v| <= 4194303 (where ggml's magic-number rounding is exact), every fitted scale and min is
+ * finite (the fits' float32 sums did not overflow) and the stored d/dmin are finite (no fp16
+ * overflow); 0 otherwise. Huge values, subnormal block ranges and scales far apart leave the domain;
+ * small values whose d underflows to 0 do not (that is ordinary precision loss). qg_kq_quantize_ref
+ * still writes ggml's bytes for a block outside, but they do not approximate x. *outside (may be NULL)
+ * receives the number of 0 entries. Same checks as qg_kq_quantize_ref, in_domain taking the place of
+ * blocks (no nbytes). */
+int qg_kq_quantize_domain_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *in_domain, size_t *outside);
+
 /* One weight row (cols/256 blocks of t in {Q4_K, Q5_K, Q6_K}) dotted with one Q8_K row (cols/256 blocks).
  * S[i], M[i] (i = 0..cols/256-1; either pointer may be NULL) receive the exact per-block integers:
  *   Q4_K/Q5_K  S = sum_s sc[s] * sum_{l<32} q[32s+l] * q8[32s+l],   M = sum_s m[s] * (bsums[2s] + bsums[2s+1])
