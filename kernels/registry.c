@@ -216,7 +216,7 @@ static int cpu_simd_available(const char *isa, int built, unsigned feature, char
         return say(why, len, strcmp(isa, "avx2") == 0 ? "CPU lacks AVX2+F16C+FMA or the OS does not save YMM state"
                                                      : "CPU lacks Advanced SIMD (HWCAP_ASIMD)");
     }
-    if (strcmp(forced, "invalid") == 0) return say(why, len, "QG_FORCE_ISA is not one of scalar, avx2, neon");
+    if (qg_forced_isa_error(buf, sizeof buf) != NULL) return say(why, len, buf);
     if (forced[0] != '\0' && strcmp(forced, isa) != 0) {
         snprintf(buf, sizeof buf, "excluded by QG_FORCE_ISA=%s", forced);
         return say(why, len, buf);

@@ -8,6 +8,7 @@
  */
 #include "qgold/registry.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,4 +53,12 @@ const char *qg_forced_isa(void)
     if (v == NULL || v[0] == '\0') return "";
     if (strcmp(v, "scalar") == 0 || strcmp(v, "avx2") == 0 || strcmp(v, "neon") == 0) return v;
     return "invalid";
+}
+
+const char *qg_forced_isa_error(char *buf, size_t len)
+{
+    if (strcmp(qg_forced_isa(), "invalid") != 0) return NULL;
+    if (buf == NULL || len == 0) return "QG_FORCE_ISA is not one of scalar, avx2, neon";
+    snprintf(buf, len, "QG_FORCE_ISA='%.40s' is not one of scalar, avx2, neon", getenv("QG_FORCE_ISA"));
+    return buf;
 }
