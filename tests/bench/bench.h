@@ -15,15 +15,22 @@ typedef struct {
     int quick;           /* small sizes, few repetitions: a smoke test of the harness, not a measurement */
     int reps;            /* repetitions per figure (median reported); >= 7 unless quick */
     int threads;         /* CPU threads; 0 = all online CPUs */
-    FILE *json;          /* NULL or an open file receiving the JSON document */
+    const char *json;    /* NULL or the path of the JSON document: written at the end of a run that measured
+                          * something and failed nowhere, through a temporary file and rename */
     const char *shapes;  /* NULL, or "RxK,RxK,..." replacing the standard shapes */
     const char *batches; /* NULL, or "1,16,..." replacing the standard batches */
 } qg_bench_opts;
 
 /* Parses o->shapes / o->batches into arrays (at most `max`); returns the count, 0 when unset, -1 on a
- * malformed list. */
+ * malformed list (digits only; dimensions 1..QG_BENCH_MAX_DIM, batches 1..16). */
+#define QG_BENCH_MAX_DIM 2147483647UL
 int qg_bench_parse_shapes(const char *spec, size_t (*out)[2], int max);
 int qg_bench_parse_batches(const char *spec, size_t *out, int max);
+
+/* Checks the options before anything runs: --shapes and --batches against the format's constraints,
+ * and that --backend has a kernel of the format built into this binary and able to run here.
+ * Returns 0, or 2 (a usage error) or 1 (cannot run here) with the reason in `why`. */
+int qg_bench_check(const qg_bench_opts *o, char *why, size_t why_len);
 
 typedef struct {
     const char *format, *path, *backend;
@@ -44,6 +51,8 @@ void qg_bench_emit(const qg_bench_opts *o, const qg_bench_row *r);
 void qg_bench_note(const qg_bench_opts *o, const char *key, const char *fmt, ...);
 double qg_bench_median(double *v, int n, double *lo, double *hi);
 double qg_now(void);
+/* Prints "qgold: bench LABEL: cannot allocate the WHAT: N bytes" and returns 1. */
+int qg_bench_alloc_error(const char *label, const char *what, double bytes);
 /* Per-format halves in their own files (bench_spqr.c, bench_rans.c; bench_gpu_spqr.cu, bench_gpu_rans.cu):
  * CPU kernels against the measured read bandwidth, GPU kernels against their same-run baseline. */
 int qg_bench_cpu_spqr(const qg_bench_opts *o, int threads, double bw_read);

@@ -238,6 +238,15 @@ int qg_bench_copies_for(size_t bytes, size_t l2)
     return (int)(n < 2 ? 2 : n > 256 ? 256 : n);
 }
 
+int qg_bench_device_fits(const char *label, double bytes)
+{
+    size_t fr = 0, total = 0;
+    if (cudaMemGetInfo(&fr, &total) != cudaSuccess || bytes <= (double)fr) return 0; /* else cudaMalloc reports */
+    fprintf(stderr, "qgold: bench %s: cannot allocate the device buffers: at least %.0f bytes (%zu free of %zu)\n", label, bytes, fr,
+            total);
+    return 1;
+}
+
 int qg_bench_cublas_open(cublasHandle_t *h, void **ws)
 {
     if (cublasCreate(h) != CUBLAS_STATUS_SUCCESS) {
@@ -279,6 +288,12 @@ int bench_kq(const qg_bench_opts *o, double bw)
         const size_t rows = shapes[si][0], cols = shapes[si][1];
         const size_t qbytes = rows * (cols / 256) * bb, hbytes = rows * cols * 2;
         const int nq = qg_bench_copies_for(qbytes, l2), nh = qg_bench_copies_for(hbytes, l2);
+        char label[80];
+        snprintf(label, sizeof label, "%s %zux%zu", o->format, rows, cols);
+        if (qg_bench_device_fits(label, (double)nq * qbytes + (double)nh * hbytes + (double)cols * 32 + (double)rows * 64)) {
+            rc = 1;
+            break;
+        }
         uint8_t *wq[256] = {nullptr};
         __half *wh[256] = {nullptr};
         uint16_t *x = nullptr, *y = nullptr;

@@ -15,6 +15,9 @@ extern "C" int qg_bench_time_graph(const qg_bench_opts *o, int calls, int (*laun
                                    double *med, double *lo, double *hi);
 /* How many copies of a `bytes`-sized weight set make one pass stream >= 12 x the L2 size (>= 2). */
 int qg_bench_copies_for(size_t bytes, size_t l2);
+/* 0 when at least `bytes` of device memory are free; else 1 after "qgold: bench LABEL: cannot allocate
+ * the device buffers: N bytes (F free of T)". */
+int qg_bench_device_fits(const char *label, double bytes);
 /* A cuBLAS handle with a fixed 32 MiB workspace (so graph capture never allocates). */
 int qg_bench_cublas_open(cublasHandle_t *h, void **ws);
 /* Deterministic device fills: arbitrary bytes; fp16 values in [-1, 1) (never inf/NaN). Asynchronous. */

@@ -148,15 +148,18 @@ extern "C" int qg_bench_gpu_rans(const qg_bench_opts *o, double bw)
     for (size_t si = 0; si < nshapes && rc == 0; si++) {
         const size_t M = shapes[si][0], K = shapes[si][1], MK = M * K;
         if (M == 0 || K == 0 || M > UINT32_MAX || K > UINT32_MAX) continue;
-        char shape[48];
+        char shape[48], label[64];
         snprintf(shape, sizeof shape, "%zux%zu", M, K);
+        snprintf(label, sizeof label, "rans %s", shape);
+        /* the int8 weight copies and the decode output, before the host encodes anything */
+        if (qg_bench_device_fits(label, (double)(qg_bench_copies_for(MK, l2) + 1) * (double)MK)) return 1;
         /* host: weights, scales, container */
         uint8_t *hw = (uint8_t *)malloc(MK);
         float *hs = (float *)malloc(M * 4);
         uint8_t *modes = (uint8_t *)calloc(((M + 255) / 256) * ((K + 255) / 256), 1);
         if (hw == nullptr || hs == nullptr || modes == nullptr) {
             free(hw), free(hs), free(modes);
-            return 1;
+            return qg_bench_alloc_error(label, "host weights and scales", (double)MK + 4.0 * (double)M);
         }
         make_weights(hw, MK, 1234u + si);
         for (size_t r = 0; r < M; r++) hs[r] = 1.0f / 64.0f + (float)(r % 7) / 1024.0f;

@@ -230,6 +230,14 @@ int qg_bench_gpu_spqr(const qg_bench_opts *o, double bw)
             rc = 1;
             break;
         }
+        char label[80];
+        snprintf(label, sizeof label, "spqr %zux%zu", rows, cols);
+        /* the fp16 baseline's weight copies alone (the SpQR layers come on top) */
+        const double hmin = (double)qg_bench_copies_for(rows * cols * 2, l2) * (double)(rows * cols * 2);
+        if (qg_bench_device_fits(label, hmin + (double)cols * 34 + (double)rows * 64)) {
+            rc = 1;
+            break;
+        }
         /* Random permutation (Fisher-Yates on a hash stream), shared by every variant. */
         std::vector<uint16_t> perm(cols);
         for (size_t i = 0; i < cols; i++) perm[i] = (uint16_t)i;

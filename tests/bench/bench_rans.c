@@ -84,19 +84,27 @@ int qg_bench_cpu_rans(const qg_bench_opts *o, int threads, double bw_read)
     int rc = 0;
     for (size_t si = 0; si < nshapes && rc == 0; si++) {
         const size_t M = shapes[si][0], K = shapes[si][1];
-        if (M > UINT32_MAX || K > UINT32_MAX) return 1;
+        char label[80];
+        snprintf(label, sizeof label, "rans %zux%zu", M, K);
+        /* M, K <= 2^31 - 1 (qg_bench_check): no size below overflows */
         uint8_t *w = malloc(M * K), *wout = malloc(M * K), *buf = NULL;
         float *scales = malloc(M * sizeof(float)), *y = malloc(M * 16 * sizeof(float));
         uint16_t *x = malloc(K * 16 * sizeof(uint16_t));
         size_t len = 0;
-        if (!w || !wout || !scales || !y || !x) rc = 1;
+        if (!w || !wout || !scales || !y || !x)
+            rc = qg_bench_alloc_error(label, "weights and vectors", 2.0 * (double)M * (double)K + 68.0 * (double)M + 32.0 * (double)K);
         if (rc == 0) {
             qg_rng r;
             qg_rng_init(&r, 2026);
             for (size_t i = 0; i < M * K; i++) w[i] = laplace_code(&r, 24.0f);
             for (size_t i = 0; i < M; i++) scales[i] = qg_rng_uniform(&r, 0.001f, 0.01f);
             for (size_t i = 0; i < K * 16; i++) x[i] = qg_f32_to_f16(qg_rng_uniform(&r, -1.0f, 1.0f));
-            if (qg_rans_encode(w, scales, (uint32_t)M, (uint32_t)K, NULL, 0, &buf, &len) != QG_ERR_ok) rc = 1;
+            const int erc = qg_rans_encode(w, scales, (uint32_t)M, (uint32_t)K, NULL, 0, &buf, &len);
+            if (erc != QG_ERR_ok) {
+                fprintf(stderr, "qgold: bench %s: the reference encoder failed: %s: %s\n", label, qg_error_name(erc),
+                        qg_error_message(erc));
+                rc = 1;
+            }
         }
         if (rc == 0) {
             char key[64];

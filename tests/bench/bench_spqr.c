@@ -10,6 +10,7 @@
  */
 #include "bench.h"
 
+#include "qgold/errors.h"
 #include "qgold/kernels_kquants.h"
 #include "qgold/registry.h"
 #include "qgold/spqr.h"
@@ -46,15 +47,20 @@ static int bench_shape(const qg_bench_opts *o, size_t m, size_t n, const size_t 
 {
     qg_spqr_layer_opts lo = {m, n, 0.01, QG_SPQR_OUTLIERS_CSR, QG_SPQR_PERM_RANDOM, 2026 + m + n, -1, 0};
     qg_spqr_test_layer t;
-    if (qg_spqr_layer_make(&lo, &t) != 0) {
-        fprintf(stderr, "bench spqr: cannot make a %zux%zu layer\n", m, n);
+    char label[80];
+    snprintf(label, sizeof label, "spqr %zux%zu", m, n);
+    const int mrc = qg_spqr_layer_make(&lo, &t);
+    if (mrc == QG_ERR_alloc_failed) /* the codes are staged one byte each before packing */
+        return qg_bench_alloc_error(label, "layer", (double)m * (double)n + 8.0 * (double)qg_spqr_dense_words(m, n));
+    if (mrc != QG_ERR_ok) {
+        fprintf(stderr, "qgold: bench %s: cannot make the layer: %s\n", label, qg_error_name(mrc));
         return 1;
     }
     uint16_t *x = malloc(QG_SPQR_MAX_BATCH * n * sizeof(uint16_t));
     float *y = malloc(QG_SPQR_MAX_BATCH * m * sizeof(float));
     int rc = 0;
     if (x == NULL || y == NULL) {
-        rc = 1;
+        rc = qg_bench_alloc_error(label, "vectors", (double)QG_SPQR_MAX_BATCH * (2.0 * (double)n + 4.0 * (double)m));
         goto out;
     }
     qg_spqr_random_x(7, QG_SPQR_MAX_BATCH, n, x);

@@ -63,10 +63,18 @@ static const char *k_usage_bench =
     "  --backend B    only backend B: ref, avx2, neon, cuda\n"
     "  --reps N       repetitions per figure (7 to 63)\n"
     "  --threads N    CPU threads (default: all online CPUs)\n"
-    "  --shapes L     GEMV shapes out x in instead of the standard ones, e.g. 8192x8192,28672x8192\n"
-    "  --batches L    batches instead of 1,2,4,8,16, e.g. 1,16\n"
+    "  --shapes L     GEMV shapes RxK (R out, K in) instead of the standard ones, e.g. 8192x8192,28672x8192:\n"
+    "                 at most 16, R and K in 1..2147483647, and per format (else exit 2)\n"
+    "                   q4_k q5_k q6_k q8_k  K a multiple of 256\n"
+    "                   spqr                 R a multiple of 16, at most 16777216; K at most 65536\n"
+    "                   rans                 no further rule\n"
+    "                   fp16                 none accepted (nor --batches): fixed-size conversions\n"
+    "  --batches L    batches instead of 1,2,4,8,16, e.g. 1,16: at most 16, each 1..16\n"
     "  --quick        small sizes and 3 repetitions: checks the harness runs, measures nothing\n"
-    "  --json FILE    also write the rows and the machine notes as JSON\n";
+    "  --json FILE    also write the rows and the machine notes as JSON, only after a run that measured\n"
+    "                 something and failed nowhere (a failed run leaves FILE unchanged)\n"
+    "A --backend not built into this binary, or with no kernel for F, is a usage error (exit 2); one built\n"
+    "but unable to run here (no GPU, CPU feature missing, QG_FORCE_ISA) is a failure (exit 1).\n";
 
 static const char *k_usage_quantize =
     "usage: qgold quantize --format F --rows R --cols K --in values.f32 --out blocks.bin\n"
@@ -268,26 +276,24 @@ static int cmd_bench(int argc, char **argv)
         } else if (strcmp(a, "--json") == 0) {
             json_path = v;
         } else if (strcmp(a, "--shapes") == 0) {
-            size_t tmp[16][2];
-            if (qg_bench_parse_shapes(v, tmp, 16) <= 0) return usage_error(k_usage_bench, "--shapes takes RxK[,RxK...], got '%s'", v);
             o.shapes = v;
         } else if (strcmp(a, "--batches") == 0) {
-            size_t tmp[16];
-            if (qg_bench_parse_batches(v, tmp, 16) <= 0) return usage_error(k_usage_bench, "--batches takes 1..16[,...], got '%s'", v);
             o.batches = v;
         } else {
             return usage_error(k_usage_bench, "unexpected argument '%s'", a);
         }
     }
     if (o.format == NULL) return usage_error(k_usage_bench, "%s", "--format is required");
-    if (o.quick) o.reps = 3;
-    if (json_path != NULL && (o.json = fopen(json_path, "w")) == NULL) {
-        fprintf(stderr, "qgold: cannot write %s\n", json_path);
+    char why[300];
+    const int bad = qg_bench_check(&o, why, sizeof why);
+    if (bad == 2) return usage_error(k_usage_bench, "%s", why);
+    if (bad) {
+        fprintf(stderr, "qgold: %s\n", why);
         return 1;
     }
-    int rc = qg_bench_run(&o);
-    if (o.json) fclose(o.json);
-    return rc ? 1 : 0;
+    if (o.quick) o.reps = 3;
+    o.json = json_path;
+    return qg_bench_run(&o) ? 1 : 0;
 }
 
 /* Reads a whole file; NULL (with a message) when it cannot, or when its size is not `want`. */

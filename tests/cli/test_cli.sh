@@ -99,5 +99,47 @@ check audit-missing-file 1 "exercises path bf16_to_f32" -- qgold audit --backend
 mkdir -p "$TMP/empty"
 check audit-empty-dir 1 "no fixture files" -- qgold audit --backend ref --golden "$TMP/empty"
 
+# bench: shapes checked against the format's rules before anything runs; the one-core figure on its own
+# buffers (a shape smaller than 64x4096 used to overrun); failures named, JSON replaced only on success.
+check bench-help-shapes 0 "K a multiple of 256" -- qgold bench --help
+check bench-help-spqr 0 "R a multiple of 16, at most 16777216; K at most 65536" -- qgold bench --help
+check bench-q4k-small 0 "q4_k.*gemv.*16x256" -- qgold bench --format q4_k --quick --shapes 16x256 --batches 1
+check bench-q8k-small 0 "q8_k.*gemv.*16x256" -- qgold bench --format q8_k --quick --shapes 16x256 --batches 1
+check bench-kq-cols 2 "q4_k shape 16x100: K (columns) must be a multiple of 256" -- qgold bench --format q4_k --quick --shapes 16x100
+check bench-spqr-rows 2 "spqr shape 100x4096: R (rows) must be a multiple of 16" -- qgold bench --format spqr --quick --shapes 100x4096
+check bench-spqr-cols 2 "spqr shape 64x70000: K (columns) must be at most 65536" -- qgold bench --format spqr --quick --shapes 64x70000
+check bench-shape-sign 2 "shapes takes RxK" -- qgold bench --format rans --quick --shapes 16x-256
+check bench-shape-huge 2 "shapes takes RxK" -- qgold bench --format rans --quick --shapes 4294967296x256
+check bench-fp16-shapes 2 "do not apply to fp16" -- qgold bench --format fp16 --quick --shapes 64x64
+mkdir -p "$TMP/json"
+printf '{"previous": 1}\n' > "$TMP/json/keep.json"
+cp "$TMP/json/keep.json" "$TMP/keep.orig"
+asan_null="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1"
+check bench-alloc-kq 1 "bench q4_k 33554432x33554432: cannot allocate .*[0-9] bytes" -- \
+    qgold_env "$asan_null" bench --format q4_k --quick --shapes 33554432x33554432 --batches 1 --json "$TMP/json/keep.json"
+checks=$((checks + 1))
+if cmp -s "$TMP/json/keep.json" "$TMP/keep.orig" && [ "$(ls -A "$TMP/json")" = "keep.json" ]; then
+    echo "ok   bench-alloc-json-kept"
+else
+    echo "FAIL bench-alloc-json-kept: the previous JSON was changed or a temporary file was left"; fails=$((fails + 1))
+fi
+check bench-alloc-rans 1 "bench rans 2147483647x2147483647: cannot allocate" -- \
+    qgold_env "$asan_null" bench --format rans --quick --shapes 2147483647x2147483647 --batches 1
+# Backends: one not compiled here is a usage error; one compiled but excluded here a failure.
+qgold list > "$TMP/list.txt" 2>&1
+if grep -q "q4_k .*gemv .*cuda .*not compiled" "$TMP/list.txt"; then
+    check bench-cuda-not-built 2 "backend cuda is not built in this binary" -- qgold bench --format q4_k --backend cuda --quick
+    check audit-cuda-not-built 1 "nothing was audited" -- qgold audit --backend cuda --golden "$GOLDEN"
+else
+    echo "skip bench-cuda-not-built, audit-cuda-not-built: this build has CUDA"
+fi
+for be in avx2 neon; do
+    if grep -q "fp16 .*f32_to_f16 .*$be .*not compiled" "$TMP/list.txt"; then
+        check "bench-$be-not-built" 2 "backend $be is not built in this binary" -- qgold bench --format fp16 --backend "$be" --quick
+    else
+        check "bench-$be-excluded" 1 "backend $be cannot run here" -- qgold_env QG_FORCE_ISA=scalar bench --format fp16 --backend "$be" --quick
+    fi
+done
+
 echo "$((checks - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]
