@@ -42,15 +42,19 @@ static const char *k_usage_list =
     "  --format F   only format F\n";
 
 static const char *k_usage_audit =
-    "usage: qgold audit [--format F] [--backend B] [--golden DIR] [--json FILE]\n"
+    "usage: qgold audit [--format F] [--backend B] [--golden DIR] [--no-manifest] [--json FILE]\n"
     "\n"
     "Runs every registered kernel over every fixture of its format at the kernel's tier and prints one\n"
     "row per kernel and fixture file: cases, elements compared, tier, worst bound ratio, verdict.\n"
+    "Every dataset read is checked against its hash in DIR/MANIFEST; a missing MANIFEST is a failure.\n"
     "  --format F     only format F (see qgold list)\n"
-    "  --backend B    only backend B: ref, avx2, neon, cuda\n"
+    "  --backend B    only backend B: ref, avx2, neon, cuda (one not built here: SKIP rows, exit 1)\n"
+    "  --no-manifest  read the fixtures without checking them against DIR/MANIFEST (not even loaded), for\n"
+    "                 a directory without one; the table and the JSON then say \"manifest: not checked\"\n"
     "  --golden DIR   fixture directory (default: the shipped golden/, " QG_DEFAULT_GOLDEN ")\n"
     "  --json FILE    also write the rows as JSON to FILE\n"
-    "Exit status: 0 all pass (skips allowed), 1 any failure or unreadable fixture, 2 wrong arguments.\n";
+    "Exit status: 0 all pass (skips allowed), 1 any failure, unreadable fixture, no fixture directory, no\n"
+    "MANIFEST (without --no-manifest) or nothing audited, 2 wrong arguments.\n";
 
 static const char *k_usage_bench =
     "usage: qgold bench --format F [--backend B] [--reps N] [--threads N] [--shapes RxK,...] [--batches B,...]\n"
@@ -183,7 +187,7 @@ static void print_row(const qg_audit_row *r, void *vctx)
 
 static int cmd_audit(int argc, char **argv)
 {
-    qg_audit_opts o = {QG_DEFAULT_GOLDEN, NULL, -1};
+    qg_audit_opts o = {QG_DEFAULT_GOLDEN, NULL, -1, 0};
     const char *json_path = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -204,6 +208,8 @@ static int cmd_audit(int argc, char **argv)
             o.golden_dir = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
             json_path = argv[++i];
+        } else if (strcmp(a, "--no-manifest") == 0) {
+            o.no_manifest = 1;
         } else {
             return usage_error(k_usage_audit, "unexpected argument '%s'", a);
         }
@@ -211,6 +217,11 @@ static int cmd_audit(int argc, char **argv)
     if (strcmp(qg_forced_isa(), "invalid") == 0) {
         fprintf(stderr, "qgold: QG_FORCE_ISA must be scalar, avx2 or neon\n");
         return 2;
+    }
+    qg_err ge;
+    if (qg_audit_check_golden(&o, &ge) != QG_ERR_ok) {
+        fprintf(stderr, "qgold: %s%s\n", ge.msg, ge.code == QG_ERR_fixture_manifest_missing ? "; --no-manifest audits without it" : "");
+        return 1;
     }
     sink_ctx c = {NULL, 1};
     if (json_path != NULL && (c.json = fopen(json_path, "w")) == NULL) {
@@ -221,20 +232,22 @@ static int cmd_audit(int argc, char **argv)
 #if QG_HAVE_CUDA
     if (qg_cuda_device_count(NULL, 0) > 0) qg_cuda_describe(gpu, sizeof gpu);
 #endif
-    printf("qgold audit: golden %s; cpu features:%s%s; gpu: %s\n", o.golden_dir, (qg_cpu_features() & QG_CPU_AVX2) ? " avx2" : "",
+    printf("qgold audit: golden %s; manifest: %s; cpu features:%s%s; gpu: %s\n", o.golden_dir,
+           o.no_manifest ? "not checked (--no-manifest)" : "checked", (qg_cpu_features() & QG_CPU_AVX2) ? " avx2" : "",
            (qg_cpu_features() & QG_CPU_NEON) ? " neon" : "", gpu);
     printf("%-7s %-12s %-7s %-24s %6s %10s  %-7s %-7s %s\n", "format", "path", "backend", "file", "cases", "elements", "tier", "worst",
            "verdict");
     if (c.json != NULL) {
         fprintf(c.json, "{\n  \"golden\": ");
         json_str(c.json, o.golden_dir);
+        fprintf(c.json, ",\n  \"manifest\": \"%s\"", o.no_manifest ? "not checked" : "checked");
         fprintf(c.json, ",\n  \"gpu\": ");
         json_str(c.json, gpu);
         fprintf(c.json, ",\n  \"rows\": [");
     }
     qg_audit_summary s;
     int rc = qg_audit(&o, print_row, &c, &s);
-    printf("\n%zu passed, %zu failed, %zu skipped\n", s.pass, s.fail, s.skip);
+    printf("\n%zu passed, %zu failed, %zu skipped%s\n", s.pass, s.fail, s.skip, o.no_manifest ? " (manifest: not checked)" : "");
     if (c.json != NULL) {
         fprintf(c.json, "\n  ],\n  \"passed\": %zu, \"failed\": %zu, \"skipped\": %zu\n}\n", s.pass, s.fail, s.skip);
         fclose(c.json);

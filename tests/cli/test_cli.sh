@@ -97,7 +97,7 @@ cp -r "$GOLDEN" "$TMP/missing"
 rm "$TMP/missing/fp16/bf16_to_f32.h5"
 check audit-missing-file 1 "exercises path bf16_to_f32" -- qgold audit --backend ref --golden "$TMP/missing"
 mkdir -p "$TMP/empty"
-check audit-empty-dir 1 "no fixture files" -- qgold audit --backend ref --golden "$TMP/empty"
+check audit-empty-dir 1 "no fixture files" -- qgold audit --backend ref --no-manifest --golden "$TMP/empty"
 
 # bench: shapes checked against the format's rules before anything runs; the one-core figure on its own
 # buffers (a shape smaller than 64x4096 used to overrun); failures named, JSON replaced only on success.
@@ -140,6 +140,22 @@ for be in avx2 neon; do
         check "bench-$be-excluded" 1 "backend $be cannot run here" -- qgold_env QG_FORCE_ISA=scalar bench --format fp16 --backend "$be" --quick
     fi
 done
+
+# audit: the fixture directory and its MANIFEST are checked before anything is read.
+check audit-help-manifest 0 "--no-manifest" -- qgold audit --help
+check audit-no-dir 1 "cannot open golden directory $TMP/no_such_dir: No such file or directory" -- qgold audit --golden "$TMP/no_such_dir"
+cp -r "$GOLDEN" "$TMP/nomanifest"
+rm "$TMP/nomanifest/MANIFEST"
+check audit-no-manifest 1 "nomanifest/MANIFEST: missing" -- qgold audit --backend ref --format fp16 --golden "$TMP/nomanifest"
+check audit-empty-dir-manifest 1 "empty/MANIFEST: missing" -- qgold audit --backend ref --golden "$TMP/empty"
+check audit-no-manifest-flag 0 "manifest: not checked" -- \
+    qgold audit --backend ref --format fp16 --golden "$TMP/nomanifest" --no-manifest --json "$TMP/nomanifest.json"
+checks=$((checks + 1))
+if grep -q '"manifest": "not checked"' "$TMP/nomanifest.json" && grep -q '"verdict": "PASS"' "$TMP/nomanifest.json"; then
+    echo "ok   audit-no-manifest-json"
+else
+    echo "FAIL audit-no-manifest-json"; fails=$((fails + 1))
+fi
 
 echo "$((checks - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
         printf("skipped: %s\n", why);
         return QG_TEST_SKIP;
     }
-    qg_audit_opts o = {golden, format, b};
+    qg_audit_opts o = {golden, format, b, 0}; /* shipped fixtures always carry MANIFEST */
     qg_audit_summary s;
     int rc = qg_audit(&o, print_row, NULL, &s);
     printf("%zu passed, %zu failed, %zu skipped\n", s.pass, s.fail, s.skip);

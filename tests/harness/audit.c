@@ -11,6 +11,7 @@
 #include "qgold/fp16.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -523,6 +524,23 @@ static void emit(qg_audit_row *row, qg_audit_sink sink, void *ctx, qg_audit_summ
     if (sink) sink(row, ctx);
 }
 
+static int check_dir(const char *dir, qg_err *e)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) return qg_err_set(e, QG_ERR_io_failed, "cannot open golden directory %s: %s", dir, strerror(errno));
+    closedir(d);
+    return QG_ERR_ok;
+}
+
+int qg_audit_check_golden(const qg_audit_opts *o, qg_err *e)
+{
+    qgh_manifest *m = NULL;
+    int rc = check_dir(o->golden_dir, e);
+    if (rc == QG_ERR_ok && !o->no_manifest) rc = qgh_manifest_load(o->golden_dir, &m, e);
+    qgh_manifest_free(m);
+    return rc;
+}
+
 int qg_audit(const qg_audit_opts *o, qg_audit_sink sink, void *ctx, qg_audit_summary *sum_out)
 {
     qg_audit_summary sum = {0, 0, 0};
@@ -530,10 +548,12 @@ int qg_audit(const qg_audit_opts *o, qg_audit_sink sink, void *ctx, qg_audit_sum
     qgh_manifest *m = NULL;
     qg_audit_row row;
     qg_err_clear(&e);
-    if (qgh_manifest_load(o->golden_dir, &m, &e) != QG_ERR_ok) {
+    int rc0 = check_dir(o->golden_dir, &e);
+    if (rc0 == QG_ERR_ok && !o->no_manifest) rc0 = qgh_manifest_load(o->golden_dir, &m, &e);
+    if (rc0 != QG_ERR_ok) {
         memset(&row, 0, sizeof row);
         row.format = row.path = row.backend = row.kernel = "-";
-        snprintf(row.file, sizeof row.file, "MANIFEST");
+        snprintf(row.file, sizeof row.file, "%s", rc0 == QG_ERR_io_failed ? "-" : "MANIFEST");
         row.verdict = QG_AUDIT_FAIL;
         snprintf(row.detail, sizeof row.detail, "%s", e.msg);
         emit(&row, sink, ctx, &sum);

@@ -30,13 +30,20 @@ typedef struct {
     const char *golden_dir; /* directory holding <format>/<family>.h5 and MANIFEST */
     const char *format;     /* NULL: every format of the registry */
     int backend;            /* -1: every backend */
+    int no_manifest;        /* 1: read the datasets without checking them against MANIFEST (not even loaded);
+                             * 0: a missing MANIFEST is a failure */
 } qg_audit_opts;
 
 typedef struct {
     size_t pass, fail, skip;
 } qg_audit_summary;
 
-/* Runs the audit, calling `sink` once per row. Returns 0 when nothing failed. */
+/* What must hold before anything is read: golden_dir is a readable directory and, unless no_manifest,
+ * holds MANIFEST. 0, or an error whose message says which and why. */
+int qg_audit_check_golden(const qg_audit_opts *o, qg_err *e);
+
+/* Runs the audit, calling `sink` once per row. Returns 0 when nothing failed. A failed
+ * qg_audit_check_golden is one failed row. */
 int qg_audit(const qg_audit_opts *o, qg_audit_sink sink, void *ctx, qg_audit_summary *sum);
 
 /* The .h5 files of golden_dir/format, sorted; returns the count (0 when the directory is missing). */

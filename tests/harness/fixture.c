@@ -8,6 +8,7 @@
 
 #include "sha256.h"
 
+#include <errno.h>
 #include <hdf5.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -170,7 +171,10 @@ int qgh_manifest_load(const char *golden_dir, qgh_manifest **out, qg_err *e)
     *out = NULL;
     snprintf(path, sizeof path, "%s/MANIFEST", golden_dir);
     FILE *fp = fopen(path, "r");
-    if (fp == NULL) return QG_ERR_ok; /* no manifest: datasets are read unchecked */
+    if (fp == NULL)
+        return qg_err_set(e, QG_ERR_fixture_manifest_missing,
+                          "%s: %s; without it no dataset can be checked against its hash (regenerate with generators/regen.py)", path,
+                          errno == ENOENT ? "missing" : strerror(errno));
     qgh_manifest *m = calloc(1, sizeof *m);
     size_t cap = 0;
     char line[2048];

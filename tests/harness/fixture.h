@@ -2,8 +2,8 @@
  *
  * Every failure is a qg_err whose message names the file, the object and what was expected, e.g.
  *   golden/fp16/f32_to_f16.h5: /boundaries/x: element type is float32, expected uint32 (dtype float32 bits)
- * Reads never trust sizes from the file beyond a fixed cap, and a manifest (golden/MANIFEST), when the
- * directory has one, is checked for every dataset read.
+ * Reads never trust sizes from the file beyond a fixed cap, and the manifest (golden/MANIFEST) is
+ * checked for every dataset read when the file was opened with one.
  */
 #ifndef QGOLD_FIXTURE_H
 #define QGOLD_FIXTURE_H
@@ -36,7 +36,9 @@ typedef struct {
 void qgh_array_free(qgh_array *a);
 
 typedef struct qgh_manifest qgh_manifest;
-/* Loads <golden_dir>/MANIFEST. *out is NULL (and the call succeeds) when the file does not exist. */
+/* Loads <golden_dir>/MANIFEST. A fixture directory always carries one: a missing file is the error
+ * fixture_manifest_missing ("<dir>/MANIFEST: missing; ..."). Reading without a manifest is the caller's
+ * explicit choice (qgh_open with m = NULL). */
 int qgh_manifest_load(const char *golden_dir, qgh_manifest **out, qg_err *e);
 void qgh_manifest_free(qgh_manifest *m);
 size_t qgh_manifest_count(const qgh_manifest *m);

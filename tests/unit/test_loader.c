@@ -84,7 +84,7 @@ static hid_t open_rw(const char *dir)
 /* The audit over the broken copy must report a failure. */
 static int audit_fails(const char *dir)
 {
-    qg_audit_opts o = {dir, "fp16", QG_BACKEND_REF};
+    qg_audit_opts o = {dir, "fp16", QG_BACKEND_REF, 0};
     qg_audit_summary s;
     int rc = qg_audit(&o, NULL, NULL, &s);
     return rc != 0 && s.fail > 0;
@@ -207,6 +207,33 @@ int main(int argc, char **argv)
         QG_CHECK(strstr(e.msg, "f16_to_f32.h5") != NULL, "truncated: message names the file: %s", e.msg);
         QG_CHECK(audit_fails(dir), "truncated: the audit passed");
         printf("truncated -> %s: %s\n", qg_error_name(rc), e.msg);
+    }
+
+    /* No MANIFEST: the loader and the audit fail naming it, unless the audit is told not to check. */
+    make_copy(golden, tmp, "no_manifest", 0, dir, sizeof dir);
+    {
+        char p[1100];
+        snprintf(p, sizeof p, "%s/MANIFEST", dir);
+        remove(p);
+        int rc = read_case(dir, &e);
+        QG_CHECK(rc == QG_ERR_fixture_manifest_missing && strstr(e.msg, "MANIFEST: missing") != NULL, "no manifest: got %s (%s)",
+                 qg_error_name(rc), e.msg);
+        QG_CHECK(audit_fails(dir), "no manifest: the audit passed");
+        qg_audit_opts o = {dir, "fp16", QG_BACKEND_REF, 1};
+        qg_audit_summary s;
+        QG_CHECK(qg_audit_check_golden(&o, &e) == QG_ERR_ok && qg_audit(&o, NULL, NULL, &s) == 0 && s.pass > 0 && s.fail == 0,
+                 "no manifest, no_manifest set: the audit did not pass");
+        printf("no manifest -> %s: %s\n", qg_error_name(rc), e.msg);
+    }
+    /* No directory at all. */
+    {
+        snprintf(dir, sizeof dir, "%s/no_such_dir", tmp);
+        qg_audit_opts o = {dir, "fp16", QG_BACKEND_REF, 0};
+        qg_audit_summary s;
+        int rc = qg_audit_check_golden(&o, &e);
+        QG_CHECK(rc == QG_ERR_io_failed && strstr(e.msg, "cannot open golden directory") && strstr(e.msg, "No such file or directory"),
+                 "missing dir: got %s (%s)", qg_error_name(rc), e.msg);
+        QG_CHECK(qg_audit(&o, NULL, NULL, &s) != 0 && s.fail == 1 && s.pass == 0, "missing dir: the audit did not fail once");
     }
     return qg_test_end("unit.loader");
 }
