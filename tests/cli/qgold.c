@@ -2,11 +2,17 @@
  *
  *   qgold list                      what is registered and whether it can run here
  *   qgold audit [options]           every registered kernel over every shipped fixture
+ *   qgold bench, quantize, dequant, rans   see k_usage_main
  *
- * Exit status: 0 success, 1 a check failed or a fixture could not be read, 2 wrong arguments.
+ * Exit status, every command: 0 success; 1 a failure (a check failed, a file could not be read or
+ * written or has the wrong size, invalid data); 2 wrong arguments (unknown or malformed option, a shape
+ * the format does not allow, input and output the same file, an invalid QG_FORCE_ISA).
+ * Outputs are replaced atomically (atomic_write.h): after a failure the previous file is unchanged.
  */
+#include "atomic_write.h"
 #include "audit.h"
 #include "bench.h"
+#include "qgold/errors.h"
 #include "qgold/kquants.h"
 #include "qgold/rans.h"
 #include "qgold/registry.h"
@@ -14,13 +20,41 @@
 #include "qgold/cuda.h"
 #endif
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#ifndef QG_DEFAULT_GOLDEN
-#define QG_DEFAULT_GOLDEN "golden"
+/* The install layout's golden/ relative to the binary's directory (set by CMake from GNUInstallDirs). */
+#ifndef QG_GOLDEN_REL
+#define QG_GOLDEN_REL "../share/qgold/golden"
 #endif
+
+/* Under AddressSanitizer a failed allocation returns NULL as in other builds, so that the CLI reports
+ * alloc_failed instead of aborting. */
+#if defined(__SANITIZE_ADDRESS__)
+#define QG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QG_ASAN 1
+#endif
+#endif
+#ifdef QG_ASAN
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
+
+#define QG_EXIT_STATUS                                                                                        \
+    "Exit status: 0 success; 1 a failure (check failed, file unreadable, unwritable or of the wrong size,\n" \
+    "invalid data); 2 wrong arguments (unknown or malformed option, shape the format does not allow, input\n" \
+    "and output the same file, QG_FORCE_ISA not one of scalar, avx2, neon).\n"
+
+#define QG_INT_OPTIONS "Numbers are plain decimal digits: no sign, spaces or suffix.\n"
 
 static const char *k_usage_main =
     "usage: qgold <command> [options]\n"
@@ -33,13 +67,18 @@ static const char *k_usage_main =
     "  dequant  K-quant blocks -> float32 values on any backend, raw little-endian files\n"
     "  rans     encode, decode or check rANS-compressed int8 tile containers\n"
     "\n"
-    "qgold <command> --help shows the options of a command.\n";
+    "qgold <command> --help shows the options of a command. Output files are replaced only when complete\n"
+    "(written to a temporary file in the same directory, then renamed): a failed run leaves them unchanged.\n"
+    "Environment: QG_FORCE_ISA=scalar|avx2|neon limits the CPU kernels; QGOLD_GOLDEN names the fixture\n"
+    "directory (see qgold audit --help).\n"
+    QG_EXIT_STATUS;
 
 static const char *k_usage_list =
     "usage: qgold list [--format F]\n"
     "\n"
     "Lists every registered kernel: format, path, backend, tier, availability here (and why not).\n"
-    "  --format F   only format F\n";
+    "  --format F   only format F\n"
+    QG_EXIT_STATUS;
 
 static const char *k_usage_audit =
     "usage: qgold audit [--format F] [--backend B] [--golden DIR] [--no-manifest] [--json FILE]\n"
@@ -51,7 +90,9 @@ static const char *k_usage_audit =
     "  --backend B    only backend B: ref, avx2, neon, cuda (one not built here: SKIP rows, exit 1)\n"
     "  --no-manifest  read the fixtures without checking them against DIR/MANIFEST (not even loaded), for\n"
     "                 a directory without one; the table and the JSON then say \"manifest: not checked\"\n"
-    "  --golden DIR   fixture directory (default: the shipped golden/, " QG_DEFAULT_GOLDEN ")\n"
+    "  --golden DIR   fixture directory. Default: $QGOLD_GOLDEN if set, else found from the executable's\n"
+    "                 directory BIN: the directory named in BIN/qgold-golden.path (a build tree: the\n"
+    "                 source tree's golden/), BIN/" QG_GOLDEN_REL " (installed), BIN/../golden\n"
     "  --json FILE    also write the rows as JSON to FILE\n"
     "Exit status: 0 all pass (skips allowed), 1 any failure, unreadable fixture, no fixture directory, no\n"
     "MANIFEST (without --no-manifest) or nothing audited, 2 wrong arguments.\n";
@@ -66,7 +107,7 @@ static const char *k_usage_bench =
     "  --format F     format to measure (see qgold list)\n"
     "  --backend B    only backend B: ref, avx2, neon, cuda\n"
     "  --reps N       repetitions per figure (7 to 63)\n"
-    "  --threads N    CPU threads (default: all online CPUs)\n"
+    "  --threads N    CPU threads, 1 to 256 (default: all online CPUs)\n"
     "  --shapes L     GEMV shapes RxK (R out, K in) instead of the standard ones, e.g. 8192x8192,28672x8192:\n"
     "                 at most 16, R and K in 1..2147483647, and per format (else exit 2)\n"
     "                   q4_k q5_k q6_k q8_k  K a multiple of 256\n"
@@ -78,28 +119,283 @@ static const char *k_usage_bench =
     "  --json FILE    also write the rows and the machine notes as JSON, only after a run that measured\n"
     "                 something and failed nowhere (a failed run leaves FILE unchanged)\n"
     "A --backend not built into this binary, or with no kernel for F, is a usage error (exit 2); one built\n"
-    "but unable to run here (no GPU, CPU feature missing, QG_FORCE_ISA) is a failure (exit 1).\n";
+    "but unable to run here (no GPU, CPU feature missing, QG_FORCE_ISA) is a failure (exit 1).\n"
+    QG_INT_OPTIONS QG_EXIT_STATUS;
 
 static const char *k_usage_quantize =
-    "usage: qgold quantize --format F --rows R --cols K --in values.f32 --out blocks.bin\n"
+    "usage: qgold quantize --format F --rows R --cols K --in values.f32 --out blocks.bin [--strict]\n"
     "\n"
     "Quantizes R x K float32 values (raw little-endian, row-major) into GGUF blocks of format F\n"
     "(q4_k, q5_k, q6_k, q8_k) with the reference quantizer (bit-exact with ggml's quantize_row_*_ref).\n"
-    "K must be a multiple of 256; the input must hold exactly R*K*4 bytes.\n";
+    "R and K are 1..2^40, K a multiple of 256 (else exit 2); the input must hold exactly R*K*4 bytes.\n"
+    "Blocks the quantizer cannot represent (NaN or inf; magnitudes or spreads beyond its float32 fit, its\n"
+    "exact rounding (|v| <= 4194303) or its fp16 scales) are still written as ggml writes them, with a\n"
+    "warning (kq_input_out_of_domain) naming the first such row and block and their count.\n"
+    "  --strict       make such blocks an error instead (kq_input_out_of_domain, exit 1, no output)\n"
+    QG_INT_OPTIONS QG_EXIT_STATUS;
 
 static const char *k_usage_dequant =
     "usage: qgold dequant --format F --rows R --cols K --in blocks.bin --out values.f32 [--backend B]\n"
     "\n"
     "Dequantizes R rows of K elements of GGUF blocks of format F (q4_k, q5_k, q6_k, q8_k) to float32\n"
-    "(raw little-endian, row-major). The input must hold exactly R*(K/256)*block-bytes bytes.\n"
-    "  --backend B    ref (default), avx2, neon or cuda: every backend gives the same bits\n";
+    "(raw little-endian, row-major). R and K are 1..2^40, K a multiple of 256 (else exit 2). The input\n"
+    "must hold exactly R*(K/256)*block-bytes bytes.\n"
+    "  --backend B    ref (default), avx2, neon or cuda: every backend gives the same bits\n"
+    QG_INT_OPTIONS QG_EXIT_STATUS;
 
-static int usage_error(const char *usage, const char *fmt, const char *arg)
+/* "qgold: " + message + the usage; exit status 2. */
+static int usage_error(const char *usage, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static int usage_error(const char *usage, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "qgold: ");
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "\n\n%s", usage);
     return 2;
+}
+
+/* The one parser of numeric options: decimal digits only (no sign, space, prefix or suffix), the value
+ * in lo..hi; 64-bit overflow is detected, never wrapped. */
+static int parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (s == NULL || *s == '\0') return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        const uint64_t d = (uint64_t)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    if (v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int bad_number(const char *usage, const char *opt, const char *v, uint64_t lo, uint64_t hi)
+{
+    return usage_error(usage, "%s must be an integer in %llu..%llu, got '%s'", opt, (unsigned long long)lo, (unsigned long long)hi, v);
+}
+
+/* Whether option a is one of the NULL-terminated list (the options that take a value). */
+static int takes_value(const char *a, const char *const *list)
+{
+    for (; *list != NULL; list++)
+        if (strcmp(a, *list) == 0) return 1;
+    return 0;
+}
+
+static const char *const k_bench_value_opts[] = {"--format", "--backend", "--reps", "--threads", "--json", "--shapes", "--batches", NULL};
+
+/* a * b into *out; -1 (and *out untouched) when the product does not fit in size_t. */
+static int qg_mul_size(size_t a, size_t b, size_t *out)
+{
+    size_t r;
+    if (__builtin_mul_overflow(a, b, &r)) return -1;
+    *out = r;
+    return 0;
+}
+
+/* An invalid QG_FORCE_ISA is a usage error of every command, with the registry's one message. */
+static int forced_isa_error(void)
+{
+    char msg[160];
+    if (qg_forced_isa_error(msg, sizeof msg) == NULL) return 0;
+    fprintf(stderr, "qgold: %s\n", msg);
+    return 2;
+}
+
+/* Writes buf to path atomically; 1 with the reason on failure. */
+static int write_output(const char *path, const void *buf, size_t n)
+{
+    int e = qg_atomic_write(path, buf, n);
+    if (e == 0) return 0;
+    fprintf(stderr, "qgold: %s: cannot write %s: %s\n", qg_error_name(QG_ERR_io_failed), path, strerror(e));
+    return 1;
+}
+
+/* Whether two paths name one existing file (hard links and other spellings included). */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (a == NULL || b == NULL || stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int refuse_same_file(const char *usage, const char *in_opt, const char *in, const char *out)
+{
+    return usage_error(usage, "%s %s and --out %s are the same file (the output would destroy the input)", in_opt, in, out);
+}
+
+/* Reads a whole input. want: the exact byte count required, or SIZE_MAX for any (*got receives the
+ * count; may be NULL). Regular files are sized first, so nothing is allocated for a file of the wrong
+ * size; pipes and devices are read to their end. NULL, with a named error, on any failure. */
+static void *read_input(const char *path, size_t want, const char *what, size_t *got)
+{
+    const char *io = qg_error_name(QG_ERR_io_failed);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "qgold: %s: cannot open %s: %s\n", io, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        fprintf(stderr, "qgold: %s: cannot read %s: %s\n", io, path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "qgold: %s: %s is a directory, not a file\n", io, path);
+        close(fd);
+        return NULL;
+    }
+    const int regular = S_ISREG(st.st_mode);
+    size_t cap = 1 << 16, n = 0;
+    if (regular) {
+        if ((uintmax_t)st.st_size >= (uintmax_t)SIZE_MAX) {
+            fprintf(stderr, "qgold: %s: %s is too large to read (%jd bytes)\n", qg_error_name(QG_ERR_alloc_failed), path, (intmax_t)st.st_size);
+            close(fd);
+            return NULL;
+        }
+        cap = (size_t)st.st_size;
+        if (want != SIZE_MAX && cap != want) {
+            fprintf(stderr, "qgold: %s: %s has %zu bytes, expected %zu (%s)\n", qg_error_name(QG_ERR_size_mismatch), path, cap, want, what);
+            close(fd);
+            return NULL;
+        }
+    } else if (want != SIZE_MAX) {
+        cap = want;
+    }
+    uint8_t *buf = malloc(cap + 1); /* + 1: a non-empty buffer, and room to see a pipe run past want */
+    if (buf == NULL) {
+        fprintf(stderr, "qgold: %s: memory allocation failed (%zu bytes for %s)\n", qg_error_name(QG_ERR_alloc_failed), cap + 1, path);
+        close(fd);
+        return NULL;
+    }
+    for (;;) {
+        if (n == cap + 1 || (regular && n == cap)) break;
+        ssize_t r = read(fd, buf + n, cap + 1 - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            fprintf(stderr, "qgold: %s: cannot read %s: %s\n", io, path, strerror(errno));
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+        if (n == cap + 1 && !regular && want == SIZE_MAX) { /* a stream of unknown length: grow */
+            uint8_t *nb = cap <= SIZE_MAX / 2 - 1 ? realloc(buf, 2 * cap + 1) : NULL;
+            if (nb == NULL) {
+                fprintf(stderr, "qgold: %s: memory allocation failed reading %s\n", qg_error_name(QG_ERR_alloc_failed), path);
+                free(buf);
+                close(fd);
+                return NULL;
+            }
+            buf = nb;
+            cap = 2 * cap;
+        }
+    }
+    close(fd);
+    if (regular && n != cap) {
+        fprintf(stderr, "qgold: %s: cannot read %s: it shrank to %zu bytes while being read\n", io, path, n);
+        free(buf);
+        return NULL;
+    }
+    if (want != SIZE_MAX && n != want) {
+        if (n > want)
+            fprintf(stderr, "qgold: %s: %s has more than %zu bytes, expected %zu (%s)\n", qg_error_name(QG_ERR_size_mismatch), path, want, want, what);
+        else
+            fprintf(stderr, "qgold: %s: %s has %zu bytes, expected %zu (%s)\n", qg_error_name(QG_ERR_size_mismatch), path, n, want, what);
+        free(buf);
+        return NULL;
+    }
+    if (got != NULL) *got = n;
+    return buf;
+}
+
+/* ---- the fixture directory ------------------------------------------------------------------------ */
+
+static const char *g_argv0;
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The executable's directory (from /proc/self/exe, else argv[0]) into buf; 0 on success. */
+static int exe_dir(char *buf, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    if (n > 0 && (size_t)n < len - 1) {
+        buf[n] = '\0';
+    } else {
+        char *r = g_argv0 != NULL && strchr(g_argv0, '/') != NULL ? realpath(g_argv0, NULL) : NULL;
+        if (r == NULL || strlen(r) >= len) {
+            free(r);
+            return -1;
+        }
+        strcpy(buf, r);
+        free(r);
+    }
+    char *slash = strrchr(buf, '/');
+    if (slash == NULL) return -1;
+    slash[slash == buf ? 1 : 0] = '\0';
+    return 0;
+}
+
+/* The default of --golden (see k_usage_audit) into buf; 0, or 1 with a message naming every place tried. */
+static int find_golden(char *buf, size_t len)
+{
+    const char *env = getenv("QGOLD_GOLDEN");
+    if (env != NULL && env[0] != '\0') {
+        if (is_dir(env) && strlen(env) < len) {
+            strcpy(buf, env);
+            return 0;
+        }
+        fprintf(stderr, "qgold: QGOLD_GOLDEN=%s is not a directory\n", env);
+        return 1;
+    }
+    char dir[4096], tried[3 * 4200] = "", cand[4200];
+    if (exe_dir(dir, sizeof dir) != 0) {
+        fprintf(stderr, "qgold: no fixture directory: QGOLD_GOLDEN is unset and the executable's directory is unknown; "
+                        "pass --golden DIR\n");
+        return 1;
+    }
+    /* 1: the build tree's marker, one line naming the directory */
+    snprintf(cand, sizeof cand, "%s/qgold-golden.path", dir);
+    FILE *fp = fopen(cand, "r");
+    if (fp != NULL) {
+        char line[4096] = "";
+        if (fgets(line, sizeof line, fp) != NULL) line[strcspn(line, "\r\n")] = '\0';
+        fclose(fp);
+        if (line[0] != '\0' && is_dir(line) && strlen(line) < len) {
+            strcpy(buf, line);
+            return 0;
+        }
+        snprintf(tried + strlen(tried), sizeof tried - strlen(tried), "%s (names '%s', not a directory)", cand, line);
+    } else {
+        snprintf(tried + strlen(tried), sizeof tried - strlen(tried), "%s (absent)", cand);
+    }
+    /* 2, 3: installed, then a golden/ beside bin/ */
+    const char *rel[2] = {QG_GOLDEN_REL, "../golden"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cand, sizeof cand, "%s/%s", dir, rel[i]);
+        if (is_dir(cand) && strlen(cand) < len) {
+            strcpy(buf, cand);
+            return 0;
+        }
+        snprintf(tried + strlen(tried), sizeof tried - strlen(tried), ", %s", cand);
+    }
+    fprintf(stderr, "qgold: no fixture directory found: QGOLD_GOLDEN is unset; tried %s; pass --golden DIR or set QGOLD_GOLDEN\n",
+            tried);
+    return 1;
 }
 
 static int format_known(const char *f)
@@ -118,14 +414,14 @@ static int cmd_list(int argc, char **argv)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("%s", k_usage_list);
             return 0;
-        } else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
+        } else if (strcmp(argv[i], "--format") == 0) {
+            if (i + 1 >= argc) return usage_error(k_usage_list, "option %s needs a value", argv[i]);
             format = argv[++i];
             if (!format_known(format)) return usage_error(k_usage_list, "unknown format '%s'", format);
         } else {
             return usage_error(k_usage_list, "unexpected argument '%s'", argv[i]);
         }
     }
-    if (strcmp(qg_forced_isa(), "invalid") == 0) fprintf(stderr, "qgold: warning: QG_FORCE_ISA is not one of scalar, avx2, neon\n");
     printf("%-8s %-14s %-6s %-8s %-11s %s\n", "format", "path", "backend", "tier", "status", "kernel / reason");
     for (size_t i = 0; i < qg_registry_count(); i++) {
         const qg_kernel *k = qg_registry_at(i);
@@ -187,8 +483,9 @@ static void print_row(const qg_audit_row *r, void *vctx)
 
 static int cmd_audit(int argc, char **argv)
 {
-    qg_audit_opts o = {QG_DEFAULT_GOLDEN, NULL, -1, 0};
+    qg_audit_opts o = {NULL, NULL, -1, 0};
     const char *json_path = NULL;
+    char golden[4096];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -214,9 +511,9 @@ static int cmd_audit(int argc, char **argv)
             return usage_error(k_usage_audit, "unexpected argument '%s'", a);
         }
     }
-    if (strcmp(qg_forced_isa(), "invalid") == 0) {
-        fprintf(stderr, "qgold: QG_FORCE_ISA must be scalar, avx2 or neon\n");
-        return 2;
+    if (o.golden_dir == NULL) {
+        if (find_golden(golden, sizeof golden) != 0) return 1;
+        o.golden_dir = golden;
     }
     qg_err ge;
     if (qg_audit_check_golden(&o, &ge) != QG_ERR_ok) {
@@ -224,9 +521,14 @@ static int cmd_audit(int argc, char **argv)
         return 1;
     }
     sink_ctx c = {NULL, 1};
-    if (json_path != NULL && (c.json = fopen(json_path, "w")) == NULL) {
-        fprintf(stderr, "qgold: cannot write %s\n", json_path);
-        return 1;
+    qg_atomic_file jf;
+    int e;
+    if (json_path != NULL) {
+        if ((e = qg_atomic_open(&jf, json_path)) != 0) {
+            fprintf(stderr, "qgold: %s: cannot write %s: %s\n", qg_error_name(QG_ERR_io_failed), json_path, strerror(e));
+            return 1;
+        }
+        c.json = jf.fp;
     }
     char gpu[256] = "none";
 #if QG_HAVE_CUDA
@@ -250,7 +552,10 @@ static int cmd_audit(int argc, char **argv)
     printf("\n%zu passed, %zu failed, %zu skipped%s\n", s.pass, s.fail, s.skip, o.no_manifest ? " (manifest: not checked)" : "");
     if (c.json != NULL) {
         fprintf(c.json, "\n  ],\n  \"passed\": %zu, \"failed\": %zu, \"skipped\": %zu\n}\n", s.pass, s.fail, s.skip);
-        fclose(c.json);
+        if ((e = qg_atomic_commit(&jf)) != 0) {
+            fprintf(stderr, "qgold: %s: cannot write %s: %s\n", qg_error_name(QG_ERR_io_failed), json_path, strerror(e));
+            rc = 1;
+        }
     }
     if (s.pass == 0 && s.fail == 0) {
         fprintf(stderr, "qgold: nothing was audited (every selected kernel is unavailable here)\n");
@@ -273,19 +578,20 @@ static int cmd_bench(int argc, char **argv)
             o.quick = 1;
             continue;
         }
-        if (i + 1 >= argc) return usage_error(k_usage_bench, "unexpected or incomplete argument '%s'", a);
+        if (i + 1 >= argc) return usage_error(k_usage_bench, takes_value(a, k_bench_value_opts) ? "option %s needs a value" : "unexpected argument '%s'", a);
         const char *v = argv[++i];
+        uint64_t num = 0;
         if (strcmp(a, "--format") == 0) {
             if (!format_known(v)) return usage_error(k_usage_bench, "unknown format '%s' (see qgold list)", v);
             o.format = v;
         } else if (strcmp(a, "--backend") == 0) {
             if ((o.backend = qg_backend_from_name(v)) < 0) return usage_error(k_usage_bench, "unknown backend '%s'", v);
         } else if (strcmp(a, "--reps") == 0) {
-            o.reps = atoi(v);
-            if (o.reps < 7 || o.reps > 63) return usage_error(k_usage_bench, "--reps must be 7..63, got '%s'", v);
+            if (parse_uint(v, 7, 63, &num) != 0) return bad_number(k_usage_bench, "--reps", v, 7, 63);
+            o.reps = (int)num;
         } else if (strcmp(a, "--threads") == 0) {
-            o.threads = atoi(v);
-            if (o.threads < 1 || o.threads > 256) return usage_error(k_usage_bench, "--threads must be 1..256, got '%s'", v);
+            if (parse_uint(v, 1, 256, &num) != 0) return bad_number(k_usage_bench, "--threads", v, 1, 256);
+            o.threads = (int)num;
         } else if (strcmp(a, "--json") == 0) {
             json_path = v;
         } else if (strcmp(a, "--shapes") == 0) {
@@ -309,49 +615,16 @@ static int cmd_bench(int argc, char **argv)
     return qg_bench_run(&o) ? 1 : 0;
 }
 
-/* Reads a whole file; NULL (with a message) when it cannot, or when its size is not `want`. */
-static void *read_exact(const char *path, size_t want, const char *what)
-{
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL) {
-        fprintf(stderr, "qgold: cannot open %s\n", path);
-        return NULL;
-    }
-    fseek(fp, 0, SEEK_END);
-    long size = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    if (size < 0 || (size_t)size != want) {
-        fprintf(stderr, "qgold: %s has %ld bytes, expected %zu (%s)\n", path, size, want, what);
-        fclose(fp);
-        return NULL;
-    }
-    void *buf = malloc(want ? want : 1);
-    if (buf == NULL || fread(buf, 1, want, fp) != want) {
-        fprintf(stderr, "qgold: cannot read %s\n", path);
-        free(buf);
-        buf = NULL;
-    }
-    fclose(fp);
-    return buf;
-}
-
-static int write_all(const char *path, const void *buf, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    if (fp == NULL || fwrite(buf, 1, n, fp) != n || fclose(fp) != 0) {
-        fprintf(stderr, "qgold: cannot write %s\n", path);
-        return 1;
-    }
-    return 0;
-}
-
 typedef struct {
     const char *format, *in, *out, *backend;
-    long long rows, cols;
+    uint64_t rows, cols;
+    int strict;
 } kq_io_args;
 
-static int parse_kq_io(int argc, char **argv, const char *usage, int allow_backend, kq_io_args *a, int *help)
+/* quantize and dequant share their options; only quantize takes --strict, only dequant --backend. */
+static int parse_kq_io(int argc, char **argv, const char *usage, int quantize, kq_io_args *a, int *help)
 {
+    static const char *const value_opts[] = {"--format", "--in", "--out", "--rows", "--cols", "--backend", NULL};
     memset(a, 0, sizeof *a);
     *help = 0;
     for (int i = 0; i < argc; i++) {
@@ -361,86 +634,115 @@ static int parse_kq_io(int argc, char **argv, const char *usage, int allow_backe
             *help = 1;
             return 0;
         }
+        if (quantize && strcmp(k, "--strict") == 0) {
+            a->strict = 1;
+            continue;
+        }
+        if (!takes_value(k, value_opts) || (quantize && strcmp(k, "--backend") == 0))
+            return usage_error(usage, "unexpected argument '%s'", k);
         if (i + 1 >= argc) return usage_error(usage, "option %s needs a value", k);
         const char *v = argv[++i];
-        char *end = NULL;
         if (strcmp(k, "--format") == 0) a->format = v;
         else if (strcmp(k, "--in") == 0) a->in = v;
         else if (strcmp(k, "--out") == 0) a->out = v;
-        else if (strcmp(k, "--backend") == 0 && allow_backend) a->backend = v;
-        else if (strcmp(k, "--rows") == 0 || strcmp(k, "--cols") == 0) {
-            long long n = strtoll(v, &end, 10);
-            if (end == v || *end != '\0' || n <= 0 || n > (1LL << 40)) return usage_error(usage, "%s must be a positive integer", k);
-            if (k[2] == 'r') a->rows = n;
-            else a->cols = n;
-        } else return usage_error(usage, "unexpected argument '%s'", k);
+        else if (strcmp(k, "--backend") == 0) a->backend = v;
+        else if (parse_uint(v, 1, (uint64_t)1 << 40, strcmp(k, "--rows") == 0 ? &a->rows : &a->cols) != 0)
+            return bad_number(usage, k, v, 1, (uint64_t)1 << 40);
     }
     if (!a->format || !a->in || !a->out || !a->rows || !a->cols)
         return usage_error(usage, "%s", "--format, --rows, --cols, --in and --out are required");
     if (qg_kq_from_name(a->format) < 0) return usage_error(usage, "unknown K-quant format '%s' (q4_k, q5_k, q6_k, q8_k)", a->format);
+    if (same_file(a->in, a->out)) return refuse_same_file(usage, "--in", a->in, a->out);
     return 0;
 }
 
-/* Shape errors get the reference's named error and a sentence about this invocation. */
-static int kq_shape_error(int rc, const kq_io_args *a)
+/* A named error about this invocation's shape: exit 2 for a shape the format does not allow, else 1. */
+static int kq_fail(int rc, const kq_io_args *a, const char *detail)
 {
-    fprintf(stderr, "qgold: %s: %s (rows %lld, cols %lld)\n", qg_error_name(rc), qg_error_message(rc), a->rows, a->cols);
-    return 1;
+    fprintf(stderr, "qgold: %s: %s (rows %llu, cols %llu%s%s)\n", qg_error_name(rc), qg_error_message(rc), (unsigned long long)a->rows,
+            (unsigned long long)a->cols, detail ? ": " : "", detail ? detail : "");
+    return rc == QG_ERR_kq_cols_not_multiple || rc == QG_ERR_shape_invalid ? 2 : 1;
+}
+
+/* The sizes of a K-quant matrix: *values = rows * cols float32 bytes, *blocks = its block bytes. */
+static int kq_sizes(qg_ktype t, const kq_io_args *a, size_t *values, size_t *blocks)
+{
+    size_t n;
+    if (a->cols % QG_QK_K != 0) return kq_fail(QG_ERR_kq_cols_not_multiple, a, NULL);
+    if (a->rows > SIZE_MAX || a->cols > SIZE_MAX || qg_mul_size((size_t)a->rows, (size_t)a->cols, &n) != 0 ||
+        qg_mul_size(n, sizeof(float), values) != 0)
+        return kq_fail(QG_ERR_shape_invalid, a, "rows * cols * 4 bytes do not fit in this machine's size_t");
+    /* blocks <= values: a block is at most 292 bytes for 256 values of 4 bytes */
+    if (qg_mul_size((size_t)a->rows, (size_t)a->cols / QG_QK_K * qg_kq_block_bytes(t), blocks) != 0)
+        return kq_fail(QG_ERR_shape_invalid, a, "the block bytes do not fit in this machine's size_t");
+    return 0;
 }
 
 static int cmd_quantize(int argc, char **argv)
 {
     kq_io_args a;
-    int help, rc = parse_kq_io(argc, argv, k_usage_quantize, 0, &a, &help);
+    int help, rc = parse_kq_io(argc, argv, k_usage_quantize, 1, &a, &help);
     if (rc || help) return rc;
-    qg_ktype t = (qg_ktype)qg_kq_from_name(a.format);
-    size_t rows = (size_t)a.rows, cols = (size_t)a.cols;
-    if (cols % QG_QK_K != 0) return kq_shape_error(QG_ERR_kq_cols_not_multiple, &a);
-    size_t nbytes = rows * (cols / QG_QK_K) * qg_kq_block_bytes(t);
-    float *x = read_exact(a.in, rows * cols * 4, "rows * cols float32 values");
+    const qg_ktype t = (qg_ktype)qg_kq_from_name(a.format);
+    size_t nvalues, nbytes;
+    if ((rc = kq_sizes(t, &a, &nvalues, &nbytes)) != 0) return rc;
+    const size_t rows = (size_t)a.rows, cols = (size_t)a.cols, per_row = cols / QG_QK_K;
+    float *x = read_input(a.in, nvalues, "rows * cols float32 values", NULL);
     if (x == NULL) return 1;
-    uint8_t *blocks = malloc(nbytes);
-    rc = blocks ? qg_kq_quantize_ref(t, x, rows, cols, blocks, nbytes) : QG_ERR_alloc_failed;
+    uint8_t *blocks = malloc(nbytes), *in_domain = malloc(rows * per_row);
+    size_t outside = 0;
+    rc = blocks && in_domain ? qg_kq_quantize_domain_ref(t, x, rows, cols, in_domain, &outside) : QG_ERR_alloc_failed;
+    if (rc == QG_ERR_ok) rc = qg_kq_quantize_ref(t, x, rows, cols, blocks, nbytes);
     if (rc != QG_ERR_ok) {
-        free(x);
-        free(blocks);
-        return kq_shape_error(rc, &a);
+        rc = kq_fail(rc, &a, NULL);
+    } else if (outside > 0) {
+        size_t first = 0;
+        while (in_domain[first]) first++;
+        char where[200];
+        snprintf(where, sizeof where, "row %zu, block %zu (columns %zu..%zu); %zu of %zu blocks", first / per_row, first % per_row,
+                 first % per_row * QG_QK_K, first % per_row * QG_QK_K + QG_QK_K - 1, outside, rows * per_row);
+        if (a.strict) {
+            fprintf(stderr, "qgold: %s: %s: first at %s; nothing written (--strict)\n", qg_error_name(QG_ERR_kq_input_out_of_domain),
+                    qg_error_message(QG_ERR_kq_input_out_of_domain), where);
+            rc = 1;
+        } else {
+            fprintf(stderr, "qgold: warning: %s: %s: first at %s (--strict makes this an error)\n",
+                    qg_error_name(QG_ERR_kq_input_out_of_domain), qg_error_message(QG_ERR_kq_input_out_of_domain), where);
+        }
     }
-    rc = write_all(a.out, blocks, nbytes);
-    if (!rc) printf("qgold: %zu x %zu float32 -> %zu bytes of %s (%zu blocks)\n", rows, cols, nbytes, a.format, nbytes / qg_kq_block_bytes(t));
+    if (rc == 0 && (rc = write_output(a.out, blocks, nbytes)) == 0)
+        printf("qgold: %zu x %zu float32 -> %zu bytes of %s (%zu blocks)\n", rows, cols, nbytes, a.format, rows * per_row);
     free(x);
     free(blocks);
+    free(in_domain);
     return rc;
 }
 
 static int cmd_dequant(int argc, char **argv)
 {
     kq_io_args a;
-    int help, rc = parse_kq_io(argc, argv, k_usage_dequant, 1, &a, &help);
+    int help, rc = parse_kq_io(argc, argv, k_usage_dequant, 0, &a, &help);
     if (rc || help) return rc;
-    qg_ktype t = (qg_ktype)qg_kq_from_name(a.format);
+    const qg_ktype t = (qg_ktype)qg_kq_from_name(a.format);
     int be = a.backend ? qg_backend_from_name(a.backend) : QG_BACKEND_REF;
     if (be < 0) return usage_error(k_usage_dequant, "unknown backend '%s' (ref, avx2, neon, cuda)", a.backend);
+    size_t nvalues, nbytes;
+    if ((rc = kq_sizes(t, &a, &nvalues, &nbytes)) != 0) return rc;
     const qg_kernel *k = qg_registry_find(qg_kq_name(t), "dequant", (qg_backend)be);
     char why[200];
     if (!qg_kernel_available(k, why, sizeof why)) {
-        fprintf(stderr, "qgold: backend %s cannot dequantize %s here: %s\n", qg_backend_name((qg_backend)be), a.format, why);
+        fprintf(stderr, "qgold: %s: backend %s cannot dequantize %s here: %s\n", qg_error_name(QG_ERR_backend_unavailable),
+                qg_backend_name((qg_backend)be), a.format, why);
         return 1;
     }
-    size_t rows = (size_t)a.rows, cols = (size_t)a.cols;
-    if (cols % QG_QK_K != 0) return kq_shape_error(QG_ERR_kq_cols_not_multiple, &a);
-    size_t nbytes = rows * (cols / QG_QK_K) * qg_kq_block_bytes(t);
-    uint8_t *blocks = read_exact(a.in, nbytes, "rows * cols/256 * block bytes");
+    const size_t rows = (size_t)a.rows, cols = (size_t)a.cols;
+    uint8_t *blocks = read_input(a.in, nbytes, "rows * cols/256 * block bytes", NULL);
     if (blocks == NULL) return 1;
-    float *y = malloc(rows * cols * 4);
+    float *y = malloc(nvalues);
     rc = y ? k->fn.kq_dequant.f32(t, blocks, nbytes, rows, cols, y) : QG_ERR_alloc_failed;
-    if (rc != QG_ERR_ok) {
-        free(blocks);
-        free(y);
-        return kq_shape_error(rc, &a);
-    }
-    rc = write_all(a.out, y, rows * cols * 4);
-    if (!rc) printf("qgold: %zu bytes of %s -> %zu x %zu float32 (%s)\n", nbytes, a.format, rows, cols, k->name);
+    if (rc != QG_ERR_ok) rc = kq_fail(rc, &a, NULL);
+    else if ((rc = write_output(a.out, y, nvalues)) == 0)
+        printf("qgold: %zu bytes of %s -> %zu x %zu float32 (%s)\n", nbytes, a.format, rows, cols, k->name);
     free(blocks);
     free(y);
     return rc;
@@ -455,30 +757,10 @@ static const char *k_usage_rans =
     "row-major, S.f32 M float32 row scales, both raw little-endian. encode writes the pinned container\n"
     "(--predictor: one mode for every tile, default auto; --checksums: per-tile Adler-32). decode writes\n"
     "the M x K bytes back. check validates the structure and decodes every tile: prints OK and the\n"
-    "compression ratio, or the error name and where it was found (exit 1).\n";
-
-/* A whole file of any size; NULL (with a message) when it cannot be read. */
-static uint8_t *read_any(const char *path, size_t *n)
-{
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL) {
-        fprintf(stderr, "qgold: cannot open %s\n", path);
-        return NULL;
-    }
-    fseek(fp, 0, SEEK_END);
-    long size = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *buf = size >= 0 ? malloc((size_t)size + 1) : NULL;
-    if (buf == NULL || fread(buf, 1, (size_t)size, fp) != (size_t)size) {
-        fprintf(stderr, "qgold: cannot read %s\n", path);
-        free(buf);
-        buf = NULL;
-    } else {
-        *n = (size_t)size;
-    }
-    fclose(fp);
-    return buf;
-}
+    "compression ratio, or the error name and where it was found (exit 1). M and K are 0..4294967295.\n"
+    "--checksums applies to encode only: decode and check always verify the checksums a container\n"
+    "carries, and refuse the option (exit 2).\n"
+    QG_INT_OPTIONS QG_EXIT_STATUS;
 
 static int rans_fail(const char *path, int rc, const char *where)
 {
@@ -502,7 +784,7 @@ static const char *rans_where(int rc)
 static int rans_check_file(const char *path)
 {
     size_t len = 0;
-    uint8_t *buf = read_any(path, &len);
+    uint8_t *buf = read_input(path, SIZE_MAX, "", &len);
     if (buf == NULL) return 1;
     qg_rans_header h;
     int rc = qg_rans_check(buf, len, &h);
@@ -543,7 +825,7 @@ static int cmd_rans(int argc, char **argv)
     if (strcmp(sub, "encode") != 0 && strcmp(sub, "decode") != 0 && strcmp(sub, "check") != 0)
         return usage_error(k_usage_rans, "unknown rans subcommand '%s'", sub);
     const char *in = NULL, *out = NULL, *scales = NULL, *pred = NULL, *file = NULL;
-    long long rows = -1, cols = -1;
+    uint64_t rows = UINT64_MAX, cols = UINT64_MAX; /* UINT64_MAX: not given */
     int checksums = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
@@ -555,7 +837,9 @@ static int cmd_rans(int argc, char **argv)
             file = k;
             continue;
         }
-        if (strcmp(sub, "encode") == 0 && strcmp(k, "--checksums") == 0) {
+        if (strcmp(k, "--checksums") == 0) {
+            if (strcmp(sub, "encode") != 0)
+                return usage_error(k_usage_rans, "--checksums applies to encode; rans %s always verifies the checksums a container carries", sub);
             checksums = 1;
             continue;
         }
@@ -568,12 +852,7 @@ static int cmd_rans(int argc, char **argv)
         else if (enc && strcmp(k, "--scales") == 0) scales = v;
         else if (enc && strcmp(k, "--predictor") == 0) pred = v;
         else if (enc && (strcmp(k, "--rows") == 0 || strcmp(k, "--cols") == 0)) {
-            char *end = NULL;
-            long long n = strtoll(v, &end, 10);
-            if (end == v || *end != '\0' || n < 0 || n > 0xFFFFFFFFLL)
-                return usage_error(k_usage_rans, "%s must be an integer in 0..2^32-1", k);
-            if (k[2] == 'r') rows = n;
-            else cols = n;
+            if (parse_uint(v, 0, UINT32_MAX, k[2] == 'r' ? &rows : &cols) != 0) return bad_number(k_usage_rans, k, v, 0, UINT32_MAX);
         } else return usage_error(k_usage_rans, "unexpected argument '%s'", k);
     }
     if (strcmp(sub, "check") == 0) {
@@ -582,8 +861,9 @@ static int cmd_rans(int argc, char **argv)
     }
     if (strcmp(sub, "decode") == 0) {
         if (in == NULL || out == NULL) return usage_error(k_usage_rans, "%s", "rans decode needs --in and --out");
+        if (same_file(in, out)) return refuse_same_file(k_usage_rans, "--in", in, out);
         size_t len = 0;
-        uint8_t *buf = read_any(in, &len);
+        uint8_t *buf = read_input(in, SIZE_MAX, "", &len);
         if (buf == NULL) return 1;
         qg_rans_header h;
         int rc = qg_rans_check(buf, len, &h);
@@ -591,35 +871,45 @@ static int cmd_rans(int argc, char **argv)
             free(buf);
             return rans_fail(in, rc, rans_where(rc));
         }
-        const size_t n = (size_t)h.M * h.K;
-        uint8_t *w = malloc(n ? n : 1);
+        size_t n = SIZE_MAX;
+        uint8_t *w = qg_mul_size(h.M, h.K, &n) == 0 ? malloc(n ? n : 1) : NULL;
         rc = w ? qg_rans_decode_ref(buf, len, w, n) : QG_ERR_alloc_failed;
         if (rc != QG_ERR_ok) rans_fail(in, rc, "decoding (qgold rans check names the tile)");
-        else if ((rc = write_all(out, w, n)) == 0) printf("qgold: %zu bytes of rans -> %u x %u int8\n", len, h.M, h.K);
+        else if ((rc = write_output(out, w, n)) == 0) printf("qgold: %zu bytes of rans -> %u x %u int8\n", len, h.M, h.K);
         free(buf);
         free(w);
         return rc ? 1 : 0;
     }
-    if (in == NULL || out == NULL || scales == NULL || rows < 0 || cols < 0)
+    if (in == NULL || out == NULL || scales == NULL || rows == UINT64_MAX || cols == UINT64_MAX)
         return usage_error(k_usage_rans, "%s", "rans encode needs --rows, --cols, --in, --scales and --out");
+    if (same_file(in, out)) return refuse_same_file(k_usage_rans, "--in", in, out);
+    if (same_file(scales, out)) return refuse_same_file(k_usage_rans, "--scales", scales, out);
     int mode = QG_RANS_AUTO;
     if (pred != NULL && strcmp(pred, "auto") != 0) {
-        if (strlen(pred) != 1 || pred[0] < '0' || pred[0] > '3')
-            return usage_error(k_usage_rans, "--predictor takes auto, 0, 1, 2 or 3, got '%s'", pred);
-        mode = pred[0] - '0';
+        uint64_t m;
+        if (parse_uint(pred, 0, 3, &m) != 0) return usage_error(k_usage_rans, "--predictor takes auto, 0, 1, 2 or 3, got '%s'", pred);
+        mode = (int)m;
     }
     const uint32_t M = (uint32_t)rows, K = (uint32_t)cols;
-    const size_t n = (size_t)M * K, ntiles = (size_t)((M + 255ull) / 256) * (size_t)((K + 255ull) / 256);
-    uint8_t *w = read_exact(in, n, "rows * cols int8 codes");
-    float *sc = w ? read_exact(scales, (size_t)M * 4, "rows float32 scales") : NULL;
-    uint8_t *modes = malloc(ntiles ? ntiles : 1), *c = NULL;
+    size_t n, nscale, ntiles;
+    if (qg_mul_size(M, K, &n) != 0 || qg_mul_size(M, sizeof(float), &nscale) != 0 ||
+        qg_mul_size((M + 255ull) / 256, (K + 255ull) / 256, &ntiles) != 0) {
+        fprintf(stderr, "qgold: %s: %s (rows %u, cols %u: the sizes do not fit in this machine's size_t)\n", qg_error_name(QG_ERR_shape_invalid),
+                qg_error_message(QG_ERR_shape_invalid), M, K);
+        return 2;
+    }
+    /* Inputs first: once they have their exact sizes, every allocation below is bounded by them. */
+    uint8_t *w = read_input(in, n, "rows * cols int8 codes", NULL);
+    float *sc = w ? read_input(scales, nscale, "rows float32 scales", NULL) : NULL;
+    uint8_t *modes = sc ? malloc(ntiles ? ntiles : 1) : NULL, *c = NULL;
     size_t len = 0;
     int rc = 1;
+    if (sc != NULL && modes == NULL) fprintf(stderr, "qgold: %s: %s\n", qg_error_name(QG_ERR_alloc_failed), qg_error_message(QG_ERR_alloc_failed));
     if (w != NULL && sc != NULL && modes != NULL) {
         memset(modes, mode, ntiles);
         rc = qg_rans_encode(w, sc, M, K, modes, checksums, &c, &len);
         if (rc != QG_ERR_ok) rc = rans_fail(in, rc, "encoding");
-        else if ((rc = write_all(out, c, len)) == 0)
+        else if ((rc = write_output(out, c, len)) == 0)
             printf("qgold: %u x %u int8 -> %zu bytes of rans, ratio %.4f\n", M, K, len, n ? (double)len / (double)n : 0.0);
     }
     free(w);
@@ -631,6 +921,12 @@ static int cmd_rans(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } k_cmds[] = {{"list", cmd_list},         {"audit", cmd_audit},     {"bench", cmd_bench},
+                  {"quantize", cmd_quantize}, {"dequant", cmd_dequant}, {"rans", cmd_rans}};
+    g_argv0 = argv[0];
     if (argc < 2) {
         fprintf(stderr, "%s", k_usage_main);
         return 2;
@@ -640,11 +936,12 @@ int main(int argc, char **argv)
         printf("%s", k_usage_main);
         return 0;
     }
-    if (strcmp(cmd, "list") == 0) return cmd_list(argc - 2, argv + 2);
-    if (strcmp(cmd, "audit") == 0) return cmd_audit(argc - 2, argv + 2);
-    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
-    if (strcmp(cmd, "quantize") == 0) return cmd_quantize(argc - 2, argv + 2);
-    if (strcmp(cmd, "dequant") == 0) return cmd_dequant(argc - 2, argv + 2);
-    if (strcmp(cmd, "rans") == 0) return cmd_rans(argc - 2, argv + 2);
+    for (size_t c = 0; c < sizeof k_cmds / sizeof k_cmds[0]; c++) {
+        if (strcmp(cmd, k_cmds[c].name) != 0) continue;
+        int help = 0;
+        for (int i = 2; i < argc; i++) help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+        const int rc = help ? 0 : forced_isa_error(); /* the same exit status and message for every command */
+        return rc ? rc : k_cmds[c].fn(argc - 2, argv + 2);
+    }
     return usage_error(k_usage_main, "unknown command '%s'", cmd);
 }
