@@ -755,7 +755,7 @@ static const char *k_usage_rans =
     "\n"
     "rANS-compressed int8 tiles (reference/spec/rans.md), reference coder. W.i8 holds M x K int8 codes\n"
     "row-major, S.f32 M float32 row scales, both raw little-endian. encode writes the pinned container\n"
-    "(--predictor: one mode for every tile, default auto; --checksums: per-tile Adler-32). decode writes\n"
+    "(--predictor: one mode for every tile, default auto; --checksums: per-tile Adler-32 and a CRC-32 of the whole file). decode writes\n"
     "the M x K bytes back. check validates the structure and decodes every tile: prints OK and the\n"
     "compression ratio, or the error name and where it was found (exit 1). M and K are 0..4294967295.\n"
     "--checksums applies to encode only: decode and check always verify the checksums a container\n"
@@ -777,6 +777,8 @@ static const char *rans_where(int rc)
     case QG_ERR_rans_bad_table: return "the frequency table (bytes 64-575)";
     case QG_ERR_rans_bad_tile_meta: return "the tile metadata or region layout";
     case QG_ERR_rans_bad_state: return "a tile's initial states";
+    case QG_ERR_rans_container_checksum: return "the container checksum (bytes 56-63, over the whole file)";
+    case QG_ERR_rans_container_truncated: return "the file length (shorter than its header says)";
     default: return "the container";
     }
 }
