@@ -1,7 +1,8 @@
-/* GGUF K-quants Q4_K, Q5_K, Q6_K, Q8_K with AVX2 + F16C + FMA. Compiled with -mavx2 -mf16c -mfma and
- * -ffp-contract=off (every float operation below is the one written); entered only after dispatch
- * confirmed the CPU has them. Contracts and validation: qgold/kquants.h, the same checks in the same
- * order as the reference, before any output is touched.
+/* GGUF K-quants Q4_K, Q5_K, Q6_K, Q8_K with AVX2 + F16C + FMA: the vector primitives of the K-quant
+ * kernels (qgold/kernels_kquants.h); the argument checks, the drivers, the thread split, the float orders
+ * of GEMV and dot and the output writes are shared with the NEON file (../kquants_rows.h). Compiled with
+ * -mavx2 -mf16c -mfma and -ffp-contract=off (every float operation below is the one written); entered
+ * only after dispatch confirmed the CPU has them.
  *
  * Blocks are bytes: every load is unaligned-safe (loadu, loadu_si64, memcpy), so Q6_K's 210-byte blocks
  * and buffers at any offset work.
@@ -18,56 +19,20 @@
  *   Q6_K/Q8_K  w = a*q              (exact for Q6_K, one rounding for Q8_K).
  * So dequantization is bit-identical to the reference, inf/NaN included.
  *
- * GEMV float order (the same for every batch size, row grouping and thread count, so outputs are
- * batch- and thread-invariant): for output (m, b) two 8-lane float32 accumulators A0, A1 start at +0;
- * for each block of row m in order, for vector v = 0..31 of the block (elements 8v..8v+7),
- *   A[(v >> 2) & 1] = fma(w[8v..8v+7], x_b[8v..8v+7], A[(v >> 2) & 1])
- * (lane l of a vector is element 8v+l; each accumulator sees its vectors in increasing v). At the end
- * s = A0 + A1 (lane-wise), t_l = s_l + s_{l+4} (l = 0..3), y = (t_0 + t_2) + (t_1 + t_3). The fp16
- * output is that float32 rounded once (VCVTPS2PH, round-to-nearest-even). Activations are converted to
- * float32 once per call (exact). A NaN result is written as the quiet NaN 0x7FC00000 (fp16 0x7E00):
- * which of several NaNs a float sum ends in depends on operand order inside each instruction, which the
- * compiler chooses per call site, so only the canonical NaN keeps the invariances above bitwise.
- *
- * Execution (none of it changes the order above): batch 1 takes rows in pairs and dequantizes in
- * registers; Q4_K there reads its codes staged as fp16 subnormals (q 2^-24 or q 2^-20, converted
- * exactly straight from memory) against factors scaled by 2^24 or 2^20, the same weight bits (see
- * q4_stage); batch 2-4 one row with all columns in registers; batch 5-16 dequantizes each block of a
- * row pair once into a float32 buffer, then runs the columns in pairs over both rows. Rows are split
- * over qg_threads() threads (kernels/cpu/threads.h), each row computed whole by one thread. The NEON
- * file follows the same orders, so on finite data its GEMV outputs and dot results are these bits too.
- *
- * Dot float order: per block i in order, with S_i, M_i the exact integers,
- *   sumS = fma(D_i*dy_i, (float)S_i, sumS), and for Q4_K/Q5_K sumM = fma(Dm_i*dy_i, (float)M_i, sumM);
- *   result = sumS - sumM (both start at +0). (float)S_i is exact up to 2^24 and rounded once above.
+ * GEMV: a vector of 8 lanes is one __m256, the fp16 output is VCVTPS2PH (round-to-nearest-even). Batch
+ * 1 with Q4_K has its own path here (kq_q4_rows_b1): it reads its codes staged as fp16 subnormals
+ * (q 2^-24 or q 2^-20, converted exactly straight from memory) against factors scaled by 2^24 or 2^20,
+ * the same weight bits and the same float order as the shared path (see q4_stage).
  */
-#include "qgold/errors.h"
-#include "qgold/kernels_kquants.h"
-
-#include "../threads.h"
+#include "../kquants_blocks.h"
 
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define QG_INLINE static inline __attribute__((always_inline))
 /* Makes the compiler materialize v in a register here (an empty asm that may change it). */
 #define QG_IN_REGISTER(v) __asm__("" : "+x"(v))
-
-enum { QK = QG_QK_K, Q4K_QS = 16, Q5K_QH = 16, Q5K_QS = 48, Q6K_QH = 128, Q6K_SC = 192, Q6K_D = 208, Q8K_QS = 4,
-       Q8K_BSUMS = 260, Q8K_BYTES = 292 };
-
-/* ---- validation (the reference's checks, in its order) ------------------------------------------- */
-
-static int known(qg_ktype t) { return (unsigned)t <= (unsigned)QG_Q8_K; }
-
-static int dequant_args(qg_ktype t, const void *blocks, size_t nbytes, size_t rows, size_t cols, const void *y)
-{
-    if (!known(t)) return QG_ERR_kq_type_unknown;
-    if (blocks == NULL || y == NULL) return QG_ERR_argument_invalid;
-    return qg_kq_check_shape(t, rows, cols, nbytes);
-}
 
 /* ---- block decoding ------------------------------------------------------------------------------ */
 
@@ -79,40 +44,20 @@ typedef struct {
     int special;     /* Q4_K/Q5_K: d or dmin is inf or NaN */
 } kq_prep;
 
-static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-
-static uint32_t ld32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4); /* x86-64 is little-endian, as the format */
-    return v;
-}
-
-static float f16(uint16_t h) { return _cvtsh_ss(h); }
+static float kq_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 static short as_i8(uint8_t b) { return (short)(b < 0x80u ? (int)b : (int)b - 256); }
 
-/* The 6-bit scales and mins of Q4_K/Q5_K, sc[0..7] and m[0..7] as bytes of two 64-bit words:
- * j < 4 from the low 6 bits of bytes j and j+4; j >= 4 from the nibbles of byte j+4 plus the top two
- * bits of bytes j-4 (sc) and j (m). */
-static void unpack_scales(const uint8_t *q, uint64_t *sc, uint64_t *m)
-{
-    const uint32_t u0 = ld32(q), u1 = ld32(q + 4), u2 = ld32(q + 8);
-    const uint32_t lo6 = 0x3F3F3F3Fu, nib = 0x0F0F0F0Fu, top2 = 0x30303030u;
-    *sc = (uint64_t)(u0 & lo6) | ((uint64_t)((u2 & nib) | ((u0 >> 2) & top2)) << 32);
-    *m = (uint64_t)(u1 & lo6) | ((uint64_t)(((u2 >> 4) & nib) | ((u1 >> 2) & top2)) << 32);
-}
-
 static __m256 u8x8_to_f32(uint64_t v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v))); }
 
-QG_INLINE void prep_q45(const uint8_t *blk, kq_prep *p, const int q5)
+QG_INLINE void kq_prep_q45(const uint8_t *blk, kq_prep *p, const int q5)
 {
-    const uint16_t dh = ld16(blk), mh = ld16(blk + 2);
+    const uint16_t dh = kq_ld16(blk), mh = kq_ld16(blk + 2);
     p->special = (dh & 0x7C00) == 0x7C00 || (mh & 0x7C00) == 0x7C00;
     uint64_t sc, m;
-    unpack_scales(blk + 4, &sc, &m);
-    _mm256_store_ps(p->a, _mm256_mul_ps(_mm256_set1_ps(f16(dh)), u8x8_to_f32(sc)));
-    _mm256_store_ps(p->b, _mm256_mul_ps(_mm256_set1_ps(f16(mh)), u8x8_to_f32(m)));
+    kq_unpack_scales(blk + 4, &sc, &m);
+    _mm256_store_ps(p->a, _mm256_mul_ps(_mm256_set1_ps(kq_f16(dh)), u8x8_to_f32(sc)));
+    _mm256_store_ps(p->b, _mm256_mul_ps(_mm256_set1_ps(kq_f16(mh)), u8x8_to_f32(m)));
     if (!q5) { /* Q4_K codes are unpacked straight from qs (see codes8) */
         p->q = (const int8_t *)(blk + Q4K_QS);
         return;
@@ -133,9 +78,9 @@ QG_INLINE void prep_q45(const uint8_t *blk, kq_prep *p, const int q5)
     p->q = p->codes;
 }
 
-QG_INLINE void prep_q6(const uint8_t *blk, kq_prep *p)
+QG_INLINE void kq_prep_q6(const uint8_t *blk, kq_prep *p)
 {
-    const __m256 d = _mm256_set1_ps(f16(ld16(blk + Q6K_D)));
+    const __m256 d = _mm256_set1_ps(kq_f16(kq_ld16(blk + Q6K_D)));
     for (int h = 0; h < 2; h++) {
         const __m256i s = _mm256_cvtepi8_epi32(_mm_loadu_si64(blk + Q6K_SC + 8 * h));
         _mm256_store_ps(p->a + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(s)));
@@ -161,29 +106,13 @@ QG_INLINE void prep_q6(const uint8_t *blk, kq_prep *p)
     p->special = 0;
 }
 
-QG_INLINE void prep_q8(const uint8_t *blk, kq_prep *p)
+QG_INLINE void kq_prep_q8(const uint8_t *blk, kq_prep *p)
 {
-    uint32_t bits = ld32(blk);
+    uint32_t bits = kq_ld32(blk);
     memcpy(&p->a[0], &bits, 4);
     p->q = (const int8_t *)(blk + Q8K_QS);
     p->special = 0;
 }
-
-QG_INLINE void prep(const qg_ktype t, const uint8_t *blk, kq_prep *p)
-{
-    switch (t) {
-    case QG_Q4_K: prep_q45(blk, p, 0); break;
-    case QG_Q5_K: prep_q45(blk, p, 1); break;
-    case QG_Q6_K: prep_q6(blk, p); break;
-    default: prep_q8(blk, p); break;
-    }
-}
-
-/* How a weight vector is formed from its codes (see the top of the file). */
-enum { OP_FMS = 0, OP_MS = 1, OP_MUL = 2 };
-
-/* log2 of the vectors (of 8 elements) sharing one factor a: 32 elements, 16 elements, the whole block. */
-static inline int scale_shift(qg_ktype t) { return t == QG_Q6_K ? 1 : (t == QG_Q8_K ? 5 : 2); }
 
 #ifdef QG_MUTATION_KQ_AVX2_NIBBLE
 /* Deliberately wrong (Q4_K low and high nibbles swapped): the mutation check builds this to prove the
@@ -217,14 +146,7 @@ QG_INLINE __m256 weights(const kq_prep *p, const int v, const int op, const int 
 
 /* ---- dequantization ------------------------------------------------------------------------------ */
 
-typedef struct {
-    qg_ktype t;
-    const uint8_t *blocks;
-    void *y;
-    int f16out;
-} deq_ctx;
-
-QG_INLINE void deq_block(const kq_prep *p, const int op, const int sh, const int q4, void *y, const int f16out)
+QG_INLINE void kq_deq_block(const kq_prep *p, const int op, const int sh, const int q4, void *y, const int f16out)
 {
 #pragma GCC unroll 32
     for (int v = 0; v < 32; v++) {
@@ -234,53 +156,6 @@ QG_INLINE void deq_block(const kq_prep *p, const int op, const int sh, const int
         else
             _mm256_storeu_ps((float *)y + 8 * v, w);
     }
-}
-
-QG_INLINE void deq_range_t(const deq_ctx *c, size_t i0, size_t i1, const qg_ktype t, const int f16out)
-{
-    const size_t bsz = qg_kq_block_bytes(t), osz = f16out ? sizeof(uint16_t) : sizeof(float);
-    const int sh = scale_shift(t), plain = t == QG_Q6_K || t == QG_Q8_K;
-    kq_prep p;
-    for (size_t i = i0; i < i1; i++) {
-        prep(t, c->blocks + i * bsz, &p);
-        void *y = (unsigned char *)c->y + i * QK * osz;
-        if (plain) deq_block(&p, OP_MUL, sh, 0, y, f16out);
-        else if (p.special) deq_block(&p, OP_MS, sh, t == QG_Q4_K, y, f16out);
-        else deq_block(&p, OP_FMS, sh, t == QG_Q4_K, y, f16out);
-    }
-}
-
-static void deq_range(void *vc, size_t i0, size_t i1)
-{
-    const deq_ctx *c = vc;
-    switch (c->t) {
-    case QG_Q4_K: c->f16out ? deq_range_t(c, i0, i1, QG_Q4_K, 1) : deq_range_t(c, i0, i1, QG_Q4_K, 0); break;
-    case QG_Q5_K: c->f16out ? deq_range_t(c, i0, i1, QG_Q5_K, 1) : deq_range_t(c, i0, i1, QG_Q5_K, 0); break;
-    case QG_Q6_K: c->f16out ? deq_range_t(c, i0, i1, QG_Q6_K, 1) : deq_range_t(c, i0, i1, QG_Q6_K, 0); break;
-    default: c->f16out ? deq_range_t(c, i0, i1, QG_Q8_K, 1) : deq_range_t(c, i0, i1, QG_Q8_K, 0); break;
-    }
-}
-
-static void dequant(qg_ktype t, const uint8_t *blocks, size_t rows, size_t cols, void *y, int f16out)
-{
-    deq_ctx c = {t, blocks, y, f16out};
-    qg_parallel_for(rows * (cols / QK), 1, 4096, deq_range, &c);
-}
-
-int qg_kq_dequant_f32_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y)
-{
-    int rc = dequant_args(t, blocks, nbytes, rows, cols, y);
-    if (rc != QG_ERR_ok) return rc;
-    dequant(t, blocks, rows, cols, y, 0);
-    return QG_ERR_ok;
-}
-
-int qg_kq_dequant_f16_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y)
-{
-    int rc = dequant_args(t, blocks, nbytes, rows, cols, y);
-    if (rc != QG_ERR_ok) return rc;
-    dequant(t, blocks, rows, cols, y, 1);
-    return QG_ERR_ok;
 }
 
 /* ---- dot with Q8_K ------------------------------------------------------------------------------- */
@@ -295,12 +170,12 @@ static int32_t hsum_i32(__m256i v)
 
 /* Integer part of one block. Pair sums of maddubs stay below 2^15 (|q| <= 63, |q8| <= 128, two terms),
  * so nothing saturates; the products with the scales are exact in int32 (see the reference). */
-static void dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32_t *S, int32_t *M)
+static void kq_dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32_t *S, int32_t *M)
 {
     kq_prep p;
-    prep_q45(wb, &p, q5);
+    kq_prep_q45(wb, &p, q5);
     uint64_t sc, m;
-    unpack_scales(wb + 4, &sc, &m);
+    kq_unpack_scales(wb + 4, &sc, &m);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i acc = _mm256_setzero_si256();
     for (int s = 0; s < 8; s++) { /* sub-block s: 32 codes */
@@ -322,10 +197,10 @@ static void dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32_t 
     *M = hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(yb + Q8K_BSUMS)), mm));
 }
 
-static void dot_block_q6(const uint8_t *wb, const uint8_t *yb, int32_t *S)
+static void kq_dot_block_q6(const uint8_t *wb, const uint8_t *yb, int32_t *S)
 {
     kq_prep p;
-    prep_q6(wb, &p);
+    kq_prep_q6(wb, &p);
     const __m256i k32 = _mm256_set1_epi8(32);
     __m256i acc = _mm256_setzero_si256();
     for (int c = 0; c < 8; c++) { /* 32 elements: groups 2c (low 128 bits) and 2c+1 (high) */
@@ -339,54 +214,15 @@ static void dot_block_q6(const uint8_t *wb, const uint8_t *yb, int32_t *S)
     *S = hsum_i32(acc);
 }
 
-int qg_kq_dot_q8k_avx2(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result)
-{
-    if (!known(t)) return QG_ERR_kq_type_unknown;
-    if (t == QG_Q8_K) return QG_ERR_unsupported;
-    if (wrow == NULL || q8row == NULL || result == NULL) return QG_ERR_argument_invalid;
-    const size_t bsz = qg_kq_block_bytes(t);
-    int rc = qg_kq_check_shape(t, 1, cols, cols / QK * bsz);
-    if (rc != QG_ERR_ok) return rc;
-
-    const size_t nb = cols / QK;
-    float sumS = 0.0f, sumM = 0.0f;
-    for (size_t i = 0; i < nb; i++) {
-        const uint8_t *wb = wrow + i * bsz, *yb = q8row + i * Q8K_BYTES;
-        float dy;
-        uint32_t bits = ld32(yb);
-        memcpy(&dy, &bits, 4);
-        int32_t Si, Mi = 0;
-        if (t == QG_Q6_K) {
-            dot_block_q6(wb, yb, &Si);
-            sumS = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(f16(ld16(wb + Q6K_D)) * dy), _mm_set_ss((float)Si), _mm_set_ss(sumS)));
-        } else {
-            dot_block_q45(wb, yb, t == QG_Q5_K, &Si, &Mi);
-            sumS = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(f16(ld16(wb)) * dy), _mm_set_ss((float)Si), _mm_set_ss(sumS)));
-            sumM = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(f16(ld16(wb + 2)) * dy), _mm_set_ss((float)Mi), _mm_set_ss(sumM)));
-        }
-        if (S != NULL) S[i] = Si;
-        if (M != NULL) M[i] = Mi;
-    }
-    *result = sumS - sumM;
-    return QG_ERR_ok;
-}
-
 /* ---- GEMV ---------------------------------------------------------------------------------------- */
 
-enum { MAXG = 4 }; /* columns per register group: 2 accumulators each, 8 registers at most */
+typedef __m256 kq_v8; /* lane l: element 8v + l */
 
-typedef struct {
-    qg_ktype t;
-    const uint8_t *w;
-    size_t rows, cols, batch;
-    const float *xf; /* batch x cols float32 activations */
-    float *y32;
-    uint16_t *y16;
-} gemv_ctx;
+QG_INLINE kq_v8 kq_v8_zero(void) { return _mm256_setzero_ps(); }
 
-/* One block of R rows against G columns: acc[r][g][k] per the order at the top of the file. */
-QG_INLINE void gemv_block(const kq_prep *p, const int R, const int G, const int op, const int sh, const int q4, const float *const *xb,
-                          __m256 acc[2][MAXG][2])
+/* One block of R rows against G columns: acc[r][g][k] per the order of kquants_rows.h. */
+QG_INLINE void kq_gemv_block(const kq_prep *p, const int R, const int G, const int op, const int sh, const int q4,
+                             const float *const *xb, __m256 acc[2][MAXG][2])
 {
 #pragma GCC unroll 32
     for (int v = 0; v < 32; v++) {
@@ -403,7 +239,7 @@ QG_INLINE void gemv_block(const kq_prep *p, const int R, const int G, const int 
     }
 }
 
-static float hsum_ps(__m256 a0, __m256 a1)
+static float kq_hsum(__m256 a0, __m256 a1)
 {
     const __m256 s = _mm256_add_ps(a0, a1);
     __m128 t = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)); /* t_l = s_l + s_{l+4} */
@@ -411,95 +247,10 @@ static float hsum_ps(__m256 a0, __m256 a1)
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-static void put_y(const gemv_ctx *c, size_t m, size_t b, float y)
-{
-    if (y != y) { /* the canonical quiet NaN: see the top of the file */
-        const uint32_t qnan = 0x7FC00000u;
-        memcpy(&y, &qnan, 4);
-    }
-    if (c->y32 != NULL) c->y32[b * c->rows + m] = y;
-    if (c->y16 != NULL) c->y16[b * c->rows + m] = (uint16_t)_cvtss_sh(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
-
-/* Dispatch on the weight operation for constant R, G (plain: Q6_K/Q8_K). */
-#define QG_GEMV_BLOCK(R, G)                                                                 \
-    do {                                                                                    \
-        if (plain) gemv_block(p, R, G, OP_MUL, sh, 0, xb, acc);                             \
-        else if (special) gemv_block(p, R, G, OP_MS, sh, q4, xb, acc);                      \
-        else gemv_block(p, R, G, OP_FMS, sh, q4, xb, acc);                                  \
-    } while (0)
-
-/* batch 1: rows in pairs (four independent accumulator chains), a last odd row alone. Each block is
- * prepared one block ahead, so the staged codes are in the cache, not still in the store queue, when
- * the vector loop reads them back. */
-QG_INLINE void gemv_rows_b1(const gemv_ctx *c, size_t m0, size_t m1, const qg_ktype t)
-{
-    const size_t nb = c->cols / QK, bsz = qg_kq_block_bytes(t), rb = nb * bsz;
-    const int sh = scale_shift(t), plain = t == QG_Q6_K || t == QG_Q8_K, q4 = t == QG_Q4_K;
-    kq_prep pp[2][2];
-    size_t m = m0;
-    for (; m + 2 <= m1; m += 2) {
-        __m256 acc[2][MAXG][2];
-        for (int r = 0; r < 2; r++) acc[r][0][0] = acc[r][0][1] = _mm256_setzero_ps();
-        const uint8_t *w0 = c->w + m * rb;
-        prep(t, w0, &pp[0][0]);
-        prep(t, w0 + rb, &pp[0][1]);
-        for (size_t i = 0; i < nb; i++) {
-            const kq_prep *p = pp[i & 1];
-            if (i + 1 < nb) {
-                prep(t, w0 + (i + 1) * bsz, &pp[(i + 1) & 1][0]);
-                prep(t, w0 + rb + (i + 1) * bsz, &pp[(i + 1) & 1][1]);
-            }
-            const float *xb[MAXG] = {c->xf + i * QK};
-            const int special = p[0].special | p[1].special;
-            QG_GEMV_BLOCK(2, 1);
-        }
-        put_y(c, m, 0, hsum_ps(acc[0][0][0], acc[0][0][1]));
-        put_y(c, m + 1, 0, hsum_ps(acc[1][0][0], acc[1][0][1]));
-    }
-    if (m < m1) {
-        __m256 acc[2][MAXG][2];
-        acc[0][0][0] = acc[0][0][1] = _mm256_setzero_ps();
-        const uint8_t *w0 = c->w + m * rb;
-        prep(t, w0, &pp[0][0]);
-        for (size_t i = 0; i < nb; i++) {
-            const kq_prep *p = pp[i & 1];
-            if (i + 1 < nb) prep(t, w0 + (i + 1) * bsz, &pp[(i + 1) & 1][0]);
-            const float *xb[MAXG] = {c->xf + i * QK};
-            const int special = p[0].special;
-            QG_GEMV_BLOCK(1, 1);
-        }
-        put_y(c, m, 0, hsum_ps(acc[0][0][0], acc[0][0][1]));
-    }
-}
-
-/* batch 2 to 4: one row at a time, all columns in registers (4 to 8 accumulator chains). */
-QG_INLINE void gemv_rows_b234(const gemv_ctx *c, size_t m0, size_t m1, const qg_ktype t)
-{
-    const size_t nb = c->cols / QK, bsz = qg_kq_block_bytes(t), rb = nb * bsz;
-    const int sh = scale_shift(t), plain = t == QG_Q6_K || t == QG_Q8_K, q4 = t == QG_Q4_K;
-    kq_prep pp[2];
-    for (size_t m = m0; m < m1; m++) {
-        __m256 acc[2][MAXG][2];
-        for (int g = 0; g < MAXG; g++) acc[0][g][0] = acc[0][g][1] = _mm256_setzero_ps();
-        const uint8_t *w0 = c->w + m * rb;
-        prep(t, w0, &pp[0]);
-        for (size_t i = 0; i < nb; i++) {
-            const kq_prep *p = &pp[i & 1];
-            if (i + 1 < nb) prep(t, w0 + (i + 1) * bsz, &pp[(i + 1) & 1]);
-            const float *xb[MAXG] = {c->xf + i * QK, c->xf + c->cols + i * QK, c->xf + 2 * c->cols + i * QK,
-                                     c->xf + 3 * c->cols + i * QK};
-            const int special = p[0].special;
-            if (c->batch == 2) QG_GEMV_BLOCK(1, 2);
-            else if (c->batch == 3) QG_GEMV_BLOCK(1, 3);
-            else QG_GEMV_BLOCK(1, 4);
-        }
-        for (size_t b = 0; b < c->batch; b++) put_y(c, m, b, hsum_ps(acc[0][b][0], acc[0][b][1]));
-    }
-}
+QG_INLINE uint16_t kq_to_f16(float y) { return (uint16_t)_cvtss_sh(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 
 /* The 32 weight vectors of a prepared block, stored in element order. */
-QG_INLINE void weights_to(const kq_prep *p, const int op, const int sh, const int q4, float *wv)
+QG_INLINE void kq_weights_to(const kq_prep *p, const int op, const int sh, const int q4, float *wv)
 {
 #pragma GCC unroll 32
     for (int v = 0; v < 32; v++) _mm256_store_ps(wv + 8 * v, weights(p, v, op, sh, q4));
@@ -507,8 +258,8 @@ QG_INLINE void weights_to(const kq_prep *p, const int op, const int sh, const in
 
 /* One block of R rows (weights already dequantized in wv[r]) against columns b0 .. b0+G-1, whose
  * accumulators are loaded from accm and stored back (constant R and G, so they live in registers). */
-QG_INLINE void gemv_block_buf(const float *const *wv, const int R, const int G, const float *xf, size_t cols, size_t b0,
-                              __m256 accm[2][QG_KQ_MAX_BATCH][2])
+QG_INLINE void kq_gemv_block_buf(const float *const *wv, const int R, const int G, const float *xf, size_t cols, size_t b0,
+                                 __m256 accm[2][QG_KQ_MAX_BATCH][2])
 {
     __m256 acc[2][MAXG][2];
     const float *xb[MAXG];
@@ -548,50 +299,6 @@ QG_INLINE void gemv_block_buf(const float *const *wv, const int R, const int G, 
             accm[r][b0 + (size_t)g][0] = acc[r][g][0];
             accm[r][b0 + (size_t)g][1] = acc[r][g][1];
         }
-    }
-}
-
-/* batch 5..16: rows in pairs (a last odd row alone). Each block of a row is dequantized once into a
- * float32 buffer; then the columns go in pairs over both rows, so each activation vector load serves
- * two rows and each weight vector load two columns (8 accumulators, nothing spilled). The
- * accumulators live in registers for a block and in memory between blocks. */
-QG_INLINE void gemv_rows_bn(const gemv_ctx *c, size_t m0, size_t m1, const qg_ktype t)
-{
-    const size_t nb = c->cols / QK, bsz = qg_kq_block_bytes(t), rb = nb * bsz, B = c->batch;
-    const int sh = scale_shift(t), plain = t == QG_Q6_K || t == QG_Q8_K, q4 = t == QG_Q4_K;
-    const size_t ngroups = (B + 1) / 2;
-    kq_prep p;
-    _Alignas(32) float wbuf[2][QK];
-    const float *wv[2] = {wbuf[0], wbuf[1]};
-    __m256 accm[2][QG_KQ_MAX_BATCH][2];
-    for (size_t m = m0; m < m1; m += 2) {
-        const size_t R = m + 2 <= m1 ? 2 : 1;
-        for (size_t r = 0; r < R; r++)
-            for (size_t b = 0; b < B; b++) accm[r][b][0] = accm[r][b][1] = _mm256_setzero_ps();
-        for (size_t i = 0; i < nb; i++) {
-            for (size_t r = 0; r < R; r++) {
-                const uint8_t *blk = c->w + (m + r) * rb + i * bsz;
-                prep(t, blk, &p);
-                if (plain) weights_to(&p, OP_MUL, sh, 0, wbuf[r]);
-                else if (p.special) weights_to(&p, OP_MS, sh, q4, wbuf[r]);
-                else weights_to(&p, OP_FMS, sh, q4, wbuf[r]);
-            }
-            size_t b0 = 0;
-            const float *xi = c->xf + i * QK;
-            for (size_t gi = 0; gi < ngroups; gi++) {
-                const size_t G = B / ngroups + (gi < B % ngroups);
-                if (R == 2) {
-                    if (G == 1) gemv_block_buf(wv, 2, 1, xi, c->cols, b0, accm);
-                    else gemv_block_buf(wv, 2, 2, xi, c->cols, b0, accm);
-                } else {
-                    if (G == 1) gemv_block_buf(wv, 1, 1, xi, c->cols, b0, accm);
-                    else gemv_block_buf(wv, 1, 2, xi, c->cols, b0, accm);
-                }
-                b0 += G;
-            }
-        }
-        for (size_t r = 0; r < R; r++)
-            for (size_t b = 0; b < B; b++) put_y(c, m + r, b, hsum_ps(accm[r][b][0], accm[r][b][1]));
     }
 }
 
@@ -638,7 +345,7 @@ QG_INLINE int q4_stage2(const uint8_t *b0, const uint8_t *b1, q4_stage *f, const
     const __m256i sh = _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4);
     const __m256i s = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(A, sh), lo), _mm256_and_si256(_mm256_srli_epi32(B, 2), hi));
     /* per half (D 2^k0, Dm, D 2^k1, Dm) of its row, k0 and k1 the scales of a chunk's two groups */
-    const __m128i dm = _mm_cvtsi64_si128((long long)(ld32(b0) | (uint64_t)ld32(b1) << 32)); /* dh0 mh0 dh1 mh1 */
+    const __m128i dm = _mm_cvtsi64_si128((long long)(kq_ld32(b0) | (uint64_t)kq_ld32(b1) << 32)); /* dh0 mh0 dh1 mh1 */
     const __m256 d = _mm256_cvtph_ps(_mm_shuffle_epi8(dm, _mm_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7)));
 #define QG_Q4_K(v) (QG_Q4_HIGH(v) ? 1048576.0f : 16777216.0f) /* 2^20, 2^24 */
     const __m256 dk = _mm256_mul_ps(d, _mm256_setr_ps(QG_Q4_K(0), 1.0f, QG_Q4_K(4), 1.0f, QG_Q4_K(0), 1.0f, QG_Q4_K(4), 1.0f));
@@ -663,8 +370,8 @@ QG_INLINE int q4_stage2(const uint8_t *b0, const uint8_t *b1, q4_stage *f, const
         q4_stage_chunk(b0 + Q4K_QS, f->codes[0], j);
         q4_stage_chunk(b1 + Q4K_QS, f->codes[1], j);
     }
-    return (ld16(b0) & 0x7C00) == 0x7C00 || (ld16(b0 + 2) & 0x7C00) == 0x7C00 || (ld16(b1) & 0x7C00) == 0x7C00 ||
-           (ld16(b1 + 2) & 0x7C00) == 0x7C00;
+    return (kq_ld16(b0) & 0x7C00) == 0x7C00 || (kq_ld16(b0 + 2) & 0x7C00) == 0x7C00 || (kq_ld16(b1) & 0x7C00) == 0x7C00 ||
+           (kq_ld16(b1 + 2) & 0x7C00) == 0x7C00;
 }
 
 /* The weight vector of codes h (8 staged halves) with factors a, b (see above). */
@@ -715,70 +422,59 @@ QG_INLINE void q4_block_b1(const q4_stage *f, const int R, const int ms, const f
     acc[0][0] = s00, acc[0][1] = s01, acc[1][0] = s10, acc[1][1] = s11;
 }
 
-/* Q4_K, batch 1, rows m and m + 1 (R = 2) or row m alone. Each block is staged one block ahead (its
- * factors before the block before it, its codes inside that block's loop), so the staged codes are in
- * the cache, not still in the store queue, when the vector loop reads them; the last block stages
- * itself again into the unused buffer. */
-QG_INLINE void q4_rows_b1(const gemv_ctx *c, size_t m, const int R)
+/* Q4_K, batch 1, the rows at w0 and w0 + rb (R = 2) or w0 alone, nb blocks each, into y[0..R-1]. Each
+ * block is staged one block ahead (its factors before the block before it, its codes inside that
+ * block's loop), so the staged codes are in the cache, not still in the store queue, when the vector
+ * loop reads them; the last block stages itself again into the unused buffer. */
+#define KQ_HAVE_Q4_ROWS_B1 1
+QG_INLINE void kq_q4_rows_b1(const uint8_t *w0, size_t rb, size_t nb, const float *xf, const int R, float *y)
 {
-    const size_t nb = c->cols / QK, bsz = qg_kq_block_bytes(QG_Q4_K), rb = nb * bsz;
+    const size_t bsz = qg_kq_block_bytes(QG_Q4_K);
     q4_stage f[2];
     int sp[2];
     __m256 acc[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
-    const uint8_t *w0 = c->w + m * rb, *w1 = w0 + (size_t)(R - 1) * rb; /* a single row is staged twice */
+    const uint8_t *w1 = w0 + (size_t)(R - 1) * rb; /* a single row is staged twice */
     sp[0] = q4_stage2(w0, w1, &f[0], 1);
     for (size_t i = 0; i < nb; i++) {
         const size_t o = (i + 1 < nb ? i + 1 : i) * bsz;
         q4_stage *nf = &f[(i + 1) & 1];
         const int nsp = q4_stage2(w0 + o, w1 + o, nf, 0);
-        const float *xb = c->xf + i * QK;
+        const float *xb = xf + i * QK;
         if (sp[i & 1]) q4_block_b1(&f[i & 1], R, 1, xb, acc, w0 + o + Q4K_QS, w1 + o + Q4K_QS, nf);
         else q4_block_b1(&f[i & 1], R, 0, xb, acc, w0 + o + Q4K_QS, w1 + o + Q4K_QS, nf);
         sp[(i + 1) & 1] = nsp;
     }
-    for (int r = 0; r < R; r++) put_y(c, m + (size_t)r, 0, hsum_ps(acc[r][0], acc[r][1]));
+    for (int r = 0; r < R; r++) y[r] = kq_hsum(acc[r][0], acc[r][1]);
 }
 
-QG_INLINE void gemv_rows_t(const gemv_ctx *c, size_t m0, size_t m1, const qg_ktype t)
+
+QG_INLINE float kq_fma(float a, float b, float c) { return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c))); }
+
+/* n fp16 activations (n a multiple of 256) to float32, exact; xf 32-byte aligned. */
+static void kq_convert_x(const uint16_t *x, size_t n, float *xf)
 {
-    if (c->batch == 1 && t == QG_Q4_K) {
-        size_t m = m0;
-        for (; m + 2 <= m1; m += 2) q4_rows_b1(c, m, 2);
-        if (m < m1) q4_rows_b1(c, m, 1);
-    } else if (c->batch == 1) gemv_rows_b1(c, m0, m1, t);
-    else if (c->batch <= 4) gemv_rows_b234(c, m0, m1, t);
-    else gemv_rows_bn(c, m0, m1, t);
+    for (size_t i = 0; i < n; i += 8) _mm256_store_ps(xf + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
 }
 
-static void gemv_range(void *vc, size_t m0, size_t m1)
+#include "../kquants_rows.h"
+
+int qg_kq_dequant_f32_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y)
 {
-    const gemv_ctx *c = vc;
-    switch (c->t) {
-    case QG_Q4_K: gemv_rows_t(c, m0, m1, QG_Q4_K); break;
-    case QG_Q5_K: gemv_rows_t(c, m0, m1, QG_Q5_K); break;
-    case QG_Q6_K: gemv_rows_t(c, m0, m1, QG_Q6_K); break;
-    default: gemv_rows_t(c, m0, m1, QG_Q8_K); break;
-    }
+    return kq_dequant(t, blocks, nbytes, rows, cols, y, 0);
+}
+
+int qg_kq_dequant_f16_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y)
+{
+    return kq_dequant(t, blocks, nbytes, rows, cols, y, 1);
+}
+
+int qg_kq_dot_q8k_avx2(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result)
+{
+    return kq_dot_q8k(t, wrow, q8row, cols, S, M, result);
 }
 
 int qg_kq_gemv_avx2(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
                     float *y_f32, uint16_t *y_f16)
 {
-    int rc = qg_kq_check_gemv(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
-    if (rc != QG_ERR_ok) return rc;
-    if (cols > SIZE_MAX / sizeof(float) / batch) return QG_ERR_alloc_failed;
-
-    /* The activations as float32, once (exact); cols is a multiple of 256, so every block is 32-byte
-     * aligned in this buffer. */
-    const size_t n = batch * cols;
-    float *xf = aligned_alloc(32, n * sizeof(float));
-    if (xf == NULL) return QG_ERR_alloc_failed;
-    for (size_t i = 0; i < n; i += 8) _mm256_store_ps(xf + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
-
-    gemv_ctx c = {t, w, rows, cols, batch, xf, y_f32, y_f16};
-    /* At least about 2^18 weight x column products per thread, so small calls stay on one thread. */
-    const size_t per_row = cols * batch, min_rows = ((size_t)1 << 18) / per_row + 1;
-    qg_parallel_for(rows, 1, min_rows, gemv_range, &c);
-    free(xf);
-    return QG_ERR_ok;
+    return kq_gemv(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
 }
