@@ -1,9 +1,9 @@
-/* SpQR GEMV (dense 3-bit tiles + fp16 outliers + act-order permutation) with aarch64 Advanced SIMD
- * (baseline, no extra -m flags; compiled with -ffp-contract=off, so every float operation below is the
- * one written). Contract and validation: qgold/spqr.h, the reference's checks in its order, before any
- * output is touched. The structure and the float order are those of the AVX2 file
- * (kernels/cpu/x86/spqr_avx2.c), with an 8-lane vector held as two float32x4_t (lanes 0-3, 4-7): both
- * backends perform the same float operations in the same order.
+/* SpQR GEMV (dense 3-bit tiles + fp16 outliers + act-order permutation) with aarch64 Advanced SIMD: the
+ * vector primitives of the SpQR kernel (qgold/kernels_spqr.h); validation, the gather, the tile-row
+ * driver, the float order of the product and the output writes are shared with the AVX2 file
+ * (../spqr_rows.h), so both backends perform the same float operations in the same order. Baseline, no
+ * extra -m flags; compiled with -ffp-contract=off, so every float operation below is the one written.
+ * An 8-lane vector is held as two float32x4_t (lanes 0-3, 4-7).
  *
  * Dequantization, bit-exact with the spec: RN16(v) is FCVTN to fp16 then FCVTL back (round to nearest
  * even under the default FPCR); a float32 +, - or * of two fp16 values rounded to fp16 is the fp16
@@ -11,62 +11,26 @@
  *   s = RN16(s_s * RN16(s_q - s_z)),  z = RN16(z_s * RN16(z_q - z_z)),
  * then the 8 possible weights lut[q] = RN16(s * RN16(q - z)), q = 0..7, and each weight is lut[q_j],
  * picked by TBL over the table's 32 bytes (byte index 4 q + 0..3). Padded columns of the last column
- * tile get weight +0 and x' = +0. Byte b of the second-order word is read from row 2b (a layer whose row
- * 2b + 1 differs fails validation).
- *
- * Validation as in the AVX2 file (kernels/cpu/spqr_checks.h): the O(m + n) rules first, the per-word and
- * per-outlier rules inside the pass; results reach the caller's outputs only when every check passed,
- * else the call returns qg_spqr_validate's code and writes nothing.
- *
- * Product float order (every batch size, thread count and chunking): for output (r, b) an 8-lane
- * accumulator A (+0) over the 8-column vectors v of the permuted row: A = fma(w[8v..8v+7], x'_b[..], A);
- * t_l = A_l + A_{l+4}, y = (t_0 + t_2) + (t_1 + t_3); then y = fma(v, x'_b[c], y) per outlier of the row in
- * storage order (PTCSR 0 words skipped). fp16 output: y rounded once. A NaN result is written as
- * 0x7FC00000 (fp16 0x7E00), the only NaN that keeps the results bitwise batch- and thread-invariant.
- *
- * Execution: x gathered through perm into float32 x'_b once per call; tile rows split over qg_threads()
- * threads; a tile row walked in chunks of CHUNK column tiles dequantized into a float buffer, swept by
- * register blocks of rows x batch columns.
+ * tile get weight +0 and x' = +0.
  */
-#include "qgold/errors.h"
-#include "qgold/kernels_spqr.h"
-
-#include "../spqr_checks.h"
-#include "../threads.h"
+#include "../spqr_tiles.h"
 
 #include <arm_neon.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define QG_INLINE static inline __attribute__((always_inline))
-
-enum { TILE = QG_SPQR_TILE, MAXB = QG_SPQR_MAX_BATCH, CHUNK = 16, CCOLS = CHUNK * TILE };
-
 typedef struct {
     float32x4_t lo, hi; /* lanes 0-3, 4-7 */
-} f32x8;
+} spqr_v8;
 
-typedef struct {
-    const qg_spqr_layer *L;
-    size_t batch, T, npad;
-    const float *xp; /* batch x npad gathered activations */
-    float *y;        /* batch x m results, copied out once the layer proved valid */
-    uint8_t *bad;    /* per tile row: 1 when a check of spqr_checks.h failed there */
-} spqr_ctx;
+/* ---- dequantization ------------------------------------------------------------------------------ */
 
-static float f16f(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
+static float spqr_f16(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
 
-static uint16_t to_f16(float f) { return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0); }
+static uint16_t spqr_to_f16(float f) { return vget_lane_u16(vreinterpret_u16_f16(vcvt_f16_f32(vdupq_n_f32(f))), 0); }
 
 QG_INLINE float32x4_t rn16(float32x4_t v) { return vcvt_f32_f16(vcvt_f16_f32(v)); }
-
-static uint64_t second_order(const uint64_t *w)
-{
-    uint64_t v = 0;
-    for (int b = 0; b < 8; b++) v |= ((w[2 * b] >> 54) & 0xFFu) << (8 * b);
-    return v;
-}
 
 /* 4 weights: lut[(bits >> sh_l) & 7] per lane l. */
 QG_INLINE float32x4_t pick(uint8x16x2_t lut, uint32_t bits, int32x4_t neg_sh, float32x4_t mask)
@@ -78,11 +42,11 @@ QG_INLINE float32x4_t pick(uint8x16x2_t lut, uint32_t bits, int32x4_t neg_sh, fl
 }
 
 /* Dequantizes one tile (16 words) into wb (row stride CCOLS) at column col0; `valid` columns are real. */
-QG_INLINE void dequant_tile(const uint64_t *w, size_t valid, float *wb, size_t col0)
+QG_INLINE void spqr_dequant_tile(const uint64_t *w, size_t valid, float *wb, size_t col0)
 {
-    const uint64_t v = second_order(w);
-    const float32x4_t ss = vdupq_n_f32(f16f((uint16_t)v)), zs = vdupq_n_f32(f16f((uint16_t)(v >> 16)));
-    const float32x4_t sz = vdupq_n_f32(f16f((uint16_t)(v >> 32))), zz = vdupq_n_f32(f16f((uint16_t)(v >> 48)));
+    const uint64_t v = spqr_second_order(w);
+    const float32x4_t ss = vdupq_n_f32(spqr_f16((uint16_t)v)), zs = vdupq_n_f32(spqr_f16((uint16_t)(v >> 16)));
+    const float32x4_t sz = vdupq_n_f32(spqr_f16((uint16_t)(v >> 32))), zz = vdupq_n_f32(spqr_f16((uint16_t)(v >> 48)));
     float sv[TILE], zv[TILE];
     const uint32x4_t seven = vdupq_n_u32(7);
     for (int h = 0; h < 4; h++) {
@@ -116,9 +80,19 @@ QG_INLINE void dequant_tile(const uint64_t *w, size_t valid, float *wb, size_t c
     }
 }
 
+/* ---- validation on the loaded words (spqr_checks.h) ---------------------------------------------- */
+
+typedef uint64x2_t spqr_faults; /* nonzero bits: a rule is broken */
+
+QG_INLINE spqr_faults spqr_faults_zero(void) { return vdupq_n_u64(0); }
+
+QG_INLINE spqr_faults spqr_faults_or(spqr_faults a, spqr_faults b) { return vorrq_u64(a, b); }
+
+QG_INLINE int spqr_faults_any(spqr_faults f) { return (vgetq_lane_u64(f, 0) | vgetq_lane_u64(f, 1)) != 0; }
+
 /* The dense rules of one tile, nonzero when broken: reserved bits, fragment copies of rows 2b and 2b + 1,
  * and (pad != 0: the last column tile) padded codes. */
-QG_INLINE uint64x2_t tile_faults(const uint64_t *w, uint64_t pad)
+QG_INLINE uint64x2_t spqr_tile_faults(const uint64_t *w, uint64_t pad)
 {
     const uint64x2_t res = vdupq_n_u64(QG_SPQR_RESERVED_MASK | pad), frag = vdupq_n_u64(QG_SPQR_FRAGMENT_MASK);
     uint64x2_t f = vdupq_n_u64(0);
@@ -130,11 +104,19 @@ QG_INLINE uint64x2_t tile_faults(const uint64_t *w, uint64_t pad)
     return f;
 }
 
-/* Rows k0..k0+RK-1 against batch columns b0..b0+G-1 over nv 8-column vectors from column c0 of x'. */
-QG_INLINE void sweep(const float *wb, size_t nv, const spqr_ctx *c, size_t c0, int k0, const int RK, size_t b0, const int G,
-                     f32x8 acc[TILE][MAXB])
+/* ---- the product --------------------------------------------------------------------------------- */
+
+QG_INLINE spqr_v8 spqr_v8_zero(void)
 {
-    f32x8 a[8][2];
+    const spqr_v8 z = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    return z;
+}
+
+/* Rows k0..k0+RK-1 against batch columns b0..b0+G-1 over nv 8-column vectors from column c0 of x'. */
+QG_INLINE void spqr_sweep(const float *wb, size_t nv, const spqr_ctx *c, size_t c0, int k0, const int RK, size_t b0, const int G,
+                          spqr_v8 acc[TILE][MAXB])
+{
+    spqr_v8 a[8][2];
     const float *xb[2];
     for (int g = 0; g < G; g++) xb[g] = c->xp + (b0 + (size_t)g) * c->npad + c0;
 #pragma GCC unroll 8
@@ -165,136 +147,32 @@ QG_INLINE void sweep(const float *wb, size_t nv, const spqr_ctx *c, size_t c0, i
         for (int g = 0; g < G; g++) acc[k0 + r][b0 + (size_t)g] = a[r][g];
 }
 
-static float hsum(f32x8 a)
+static float spqr_hsum(spqr_v8 a)
 {
     const float32x4_t t = vaddq_f32(a.lo, a.hi); /* t_l = A_l + A_{l+4} */
     const float t02 = vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 2), t13 = vgetq_lane_f32(t, 1) + vgetq_lane_f32(t, 3);
     return t02 + t13;
 }
 
-static void put_y(const spqr_ctx *c, size_t r, size_t b, float y)
-{
-    if (y != y) { /* the canonical quiet NaN: see the top of the file */
-        const uint32_t qnan = 0x7FC00000u;
-        memcpy(&y, &qnan, 4);
-    }
-    c->y[b * c->L->m + r] = y;
-}
-
 /* y = fma(v, x'[c], y): one outlier word. */
-QG_INLINE float add_outlier(float y, uint32_t cv, const float *xb)
+QG_INLINE float spqr_add_outlier(float y, uint32_t cv, const float *xb)
 {
-    const float32x4_t p = vfmaq_f32(vdupq_n_f32(y), vdupq_n_f32(f16f((uint16_t)(cv >> 16))), vdupq_n_f32(xb[cv & 0xFFFFu]));
+    const float32x4_t p = vfmaq_f32(vdupq_n_f32(y), vdupq_n_f32(spqr_f16((uint16_t)(cv >> 16))), vdupq_n_f32(xb[cv & 0xFFFFu]));
     return vgetq_lane_f32(p, 0);
 }
 
-static void tile_row(const spqr_ctx *c, size_t R, float *wb, f32x8 acc[TILE][MAXB])
+/* ---- activations --------------------------------------------------------------------------------- */
+
+static void spqr_convert_x(const uint16_t *x, size_t n, float *d)
 {
-    const qg_spqr_layer *L = c->L;
-    const size_t T = c->T, B = c->batch, n = L->n;
-    const f32x8 zero = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-    for (int k = 0; k < TILE; k++)
-        for (size_t b = 0; b < B; b++) acc[k][b] = zero;
-    const uint64_t pad = spqr_padding_mask(n);
-    uint64x2_t faults = vdupq_n_u64(0);
-    for (size_t t0 = 0; t0 < T; t0 += CHUNK) {
-        const size_t t1 = T - t0 < CHUNK ? T : t0 + CHUNK, nv = 2 * (t1 - t0), c0 = t0 * TILE;
-        for (size_t t = t0; t < t1; t++) {
-            const size_t valid = n - t * TILE < TILE ? n - t * TILE : TILE;
-            const uint64_t *w = L->dense + (R * T + t) * TILE;
-            faults = vorrq_u64(faults, tile_faults(w, t == T - 1 ? pad : 0));
-            dequant_tile(w, valid, wb, (t - t0) * TILE);
-        }
-        /* Register blocks: 4 rows x 2 columns, 8 rows x 1 column. */
-        size_t b = 0;
-        for (; b + 2 <= B; b += 2)
-            for (int k = 0; k < TILE; k += 4) sweep(wb, nv, c, c0, k, 4, b, 2, acc);
-        if (b < B)
-            for (int k = 0; k < TILE; k += 8) sweep(wb, nv, c, c0, k, 8, b, 1, acc);
-    }
-    int bad = (vgetq_lane_u64(faults, 0) | vgetq_lane_u64(faults, 1)) != 0;
-    if (L->outliers == QG_SPQR_OUTLIERS_PTCSR && !spqr_ptcsr_segment_ok(L, R)) bad = 1;
-    for (int k = 0; k < TILE; k++) {
-        const size_t r = R * TILE + (size_t)k;
-        size_t o0, o1, stride;
-        spqr_row_outliers(L, R, k, &o0, &o1, &stride);
-        for (size_t b = 0; b < B; b++) {
-            const float *xb = c->xp + b * c->npad;
-            float y = hsum(acc[k][b]);
-            for (size_t o = o0; o < o1; o += stride) {
-                const uint32_t cv = L->col_vals[o];
-                if (L->outliers == QG_SPQR_OUTLIERS_PTCSR && cv == 0) continue; /* padding: contributes nothing */
-                if ((cv & 0xFFFFu) >= n) {
-                    bad = 1; /* a column >= n: the call fails, x' is not read there */
-                    continue;
-                }
-                y = add_outlier(y, cv, xb);
-            }
-            put_y(c, r, b, y);
-        }
-    }
-    c->bad[R] = (uint8_t)bad;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(d + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))));
+    for (; i < n; i++) d[i] = spqr_f16(x[i]);
 }
 
-static void gemv_range(void *vc, size_t R0, size_t R1)
-{
-    const spqr_ctx *c = vc;
-    float wb[TILE * CCOLS];
-    f32x8 acc[TILE][MAXB];
-    for (size_t R = R0; R < R1; R++) tile_row(c, R, wb, acc);
-}
+#include "../spqr_rows.h"
 
 int qg_spqr_gemv_neon(const qg_spqr_layer *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
 {
-    if (x == NULL || (y_f32 == NULL && y_f16 == NULL)) return QG_ERR_argument_invalid;
-    if (!spqr_precheck(L)) {
-        const int rc = qg_spqr_validate(L);
-        if (rc != QG_ERR_ok) return rc;
-        if (!spqr_precheck(L)) return QG_ERR_argument_invalid; /* not reached: the rules are the same */
-    }
-    if (batch < 1 || batch > QG_SPQR_MAX_BATCH) {
-        const int rc = qg_spqr_validate(L);
-        return rc != QG_ERR_ok ? rc : QG_ERR_spqr_batch_out_of_range;
-    }
-
-    const size_t m = L->m, n = L->n, T = qg_spqr_tiles_c(n), npad = T * TILE, RT = m / TILE;
-    float *xp = malloc(batch * npad * sizeof(float));
-    float *y = malloc(batch * m * sizeof(float));
-    uint8_t *bad = malloc(RT);
-    if (xp == NULL || y == NULL || bad == NULL) {
-        free(xp);
-        free(y);
-        free(bad);
-        return QG_ERR_alloc_failed;
-    }
-    /* Gather (x'_b[i] = x_b[perm[i]], fp16 -> float32 exact); padded columns +0. */
-    for (size_t b = 0; b < batch; b++) {
-        const uint16_t *xb = x + b * n;
-        float *d = xp + b * npad;
-        size_t i = 0;
-        if (L->perm == NULL) {
-            for (; i + 4 <= n; i += 4) vst1q_f32(d + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(xb + i))));
-            for (; i < n; i++) d[i] = f16f(xb[i]);
-        } else {
-            for (; i < n; i++) d[i] = f16f(xb[L->perm[i]]);
-        }
-        for (i = n; i < npad; i++) d[i] = 0.0f;
-    }
-    spqr_ctx c = {L, batch, T, npad, xp, y, bad};
-    /* At least about 2^18 weight x column products per thread, so small calls stay on one thread. */
-    const size_t per_tile_row = TILE * npad * batch, min_rows = ((size_t)1 << 18) / per_tile_row + 1;
-    qg_parallel_for(RT, 1, min_rows, gemv_range, &c);
-    int rc = QG_ERR_ok;
-    for (size_t R = 0; R < RT && rc == QG_ERR_ok; R++)
-        if (bad[R]) rc = qg_spqr_validate(L);
-    if (rc == QG_ERR_ok) {
-        const size_t N = batch * m;
-        if (y_f32 != NULL) memcpy(y_f32, y, N * sizeof(float));
-        if (y_f16 != NULL)
-            for (size_t i = 0; i < N; i++) y_f16[i] = to_f16(y[i]);
-    }
-    free(xp);
-    free(y);
-    free(bad);
-    return rc;
+    return spqr_gemv(L, x, batch, y_f32, y_f16);
 }
