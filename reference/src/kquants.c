@@ -634,18 +634,19 @@ int qg_kq_quantize_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uin
     return QG_ERR_ok;
 }
 
-int qg_kq_quantize_domain_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *in_domain, size_t *outside)
+int qg_kq_quantize_domain_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *blocks, uint8_t *in_domain,
+                              size_t *outside)
 {
     if (!known(t)) return QG_ERR_kq_type_unknown;
     if (x == NULL || in_domain == NULL) return QG_ERR_argument_invalid;
     size_t nbytes = 0;
     int rc = check_dims(t, rows, cols, &nbytes);
     if (rc != QG_ERR_ok) return rc;
-    const size_t nblocks = rows * (cols / QG_QK_K);
+    const size_t nblocks = rows * (cols / QG_QK_K), bsz = qg_kq_block_bytes(t);
     size_t count = 0;
-    uint8_t blk[Q8K_BYTES]; /* the largest block */
+    uint8_t scratch[Q8K_BYTES]; /* the largest block, when the bytes are not wanted */
     for (size_t i = 0; i < nblocks; i++) {
-        in_domain[i] = (uint8_t)quantize_block(t, x + i * QG_QK_K, blk);
+        in_domain[i] = (uint8_t)quantize_block(t, x + i * QG_QK_K, blocks != NULL ? blocks + i * bsz : scratch);
         count += in_domain[i] ? 0 : 1;
     }
     if (outside != NULL) *outside = count;

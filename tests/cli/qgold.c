@@ -691,8 +691,7 @@ static int cmd_quantize(int argc, char **argv)
     if (x == NULL) return 1;
     uint8_t *blocks = malloc(nbytes), *in_domain = malloc(rows * per_row);
     size_t outside = 0;
-    rc = blocks && in_domain ? qg_kq_quantize_domain_ref(t, x, rows, cols, in_domain, &outside) : QG_ERR_alloc_failed;
-    if (rc == QG_ERR_ok) rc = qg_kq_quantize_ref(t, x, rows, cols, blocks, nbytes);
+    rc = blocks && in_domain ? qg_kq_quantize_domain_ref(t, x, rows, cols, blocks, in_domain, &outside) : QG_ERR_alloc_failed;
     if (rc != QG_ERR_ok) {
         rc = kq_fail(rc, &a, NULL);
     } else if (outside > 0) {

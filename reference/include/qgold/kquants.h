@@ -58,9 +58,11 @@ int qg_kq_quantize_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uin
  * overflow); 0 otherwise. Huge values, subnormal block ranges and scales far apart leave the domain;
  * small values whose d underflows to 0 do not (that is ordinary precision loss). qg_kq_quantize_ref
  * still writes ggml's bytes for a block outside, but they do not approximate x. *outside (may be NULL)
- * receives the number of 0 entries. Same checks as qg_kq_quantize_ref, in_domain taking the place of
- * blocks (no nbytes). */
-int qg_kq_quantize_domain_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *in_domain, size_t *outside);
+ * receives the number of 0 entries. blocks, when not NULL, receives the same bytes qg_kq_quantize_ref
+ * writes (rows * cols/256 * block bytes), so one pass both quantizes and reports. Same argument checks
+ * as qg_kq_quantize_ref. */
+int qg_kq_quantize_domain_ref(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *blocks, uint8_t *in_domain,
+                              size_t *outside);
 
 /* One weight row (cols/256 blocks of t in {Q4_K, Q5_K, Q6_K}) dotted with one Q8_K row (cols/256 blocks).
  * S[i], M[i] (i = 0..cols/256-1; either pointer may be NULL) receive the exact per-block integers:
