@@ -20,27 +20,44 @@ step "ctest: $(uname -m) $(elapsed)"
 ctest --preset default -j "$JOBS" --output-junit junit.xml
 
 if [ "$(uname -m)" = x86_64 ]; then
-    # Kernels broken on purpose must make the named tests fail; if they pass, the suite cannot see the
-    # bugs it exists to catch. fp16_avx2_trunc: truncation instead of round-to-nearest-even;
-    # kq_avx2_nibble: Q4_K low and high nibbles swapped; spqr_avx2_parity: odd rows assemble the
-    # second-order word from the wrong fragment bytes (upstream's per-parity rebuild, off by one);
-    # spqr_avx2_scatter: the permutation applied as a scatter; rans_avx2_lane_order: renormalization
-    # words handed to the lanes higher lane first.
-    for m in "fp16_avx2_trunc:golden.fp16.avx2 simd.fp16.avx2" "kq_avx2_nibble:golden.q4_k.avx2 simd.kquants.avx2" \
-        "spqr_avx2_parity:golden.spqr.avx2 simd.spqr.avx2" "spqr_avx2_scatter:golden.spqr.avx2 simd.spqr.avx2" \
-        "rans_avx2_lane_order:golden.rans.avx2 simd.rans.avx2"; do
-        name=${m%%:*}
+    # Kernels broken on purpose must make the tests ci/mutants.txt names fail; if they pass, the suite
+    # cannot see the bugs it exists to catch. Every mutation switch in kernels/ has a line there.
+    # shellcheck disable=SC2013
+    for sw in $(grep -rhoE 'QG_MUTATION_[A-Z0-9_]+' kernels | sort -u); do
+        m=$(printf '%s' "${sw#QG_MUTATION_}" | tr '[:upper:]' '[:lower:]')
+        if ! grep -q "^${m}[[:space:]]" ci/mutants.txt; then
+            echo "mutation check FAILED: $sw (kernels/) has no line in ci/mutants.txt" >&2
+            exit 1
+        fi
+    done
+    while read -r name tests <&3; do
+        case $name in '' | '#'*) continue ;; esac
+        if [ -z "$tests" ]; then
+            echo "mutation check FAILED: ci/mutants.txt names no test for $name" >&2
+            exit 1
+        fi
         step "mutation check: $name $(elapsed)"
         cmake -S . -B "build-mutant-$name" -DQG_CUDA=OFF -DQG_MUTATION="$name" -DCMAKE_BUILD_TYPE=Release >/dev/null 2>&1
-        cmake --build "build-mutant-$name" -j "$JOBS" --target golden_test test_convert_kernels test_kq_kernels test_spqr_kernels test_rans_kernels >/dev/null
-        for t in ${m#*:}; do
+        # The targets the tests run (tests/CMakeLists.txt writes the table at configure time).
+        targets=
+        for t in $tests; do
+            exe=$(awk -v t="$t" '$1 == t { print $2 }' "build-mutant-$name/tests/test-targets.txt")
+            if [ -z "$exe" ]; then
+                echo "mutation check FAILED: ci/mutants.txt names $t, no test of this build" >&2
+                exit 1
+            fi
+            targets="$targets $exe"
+        done
+        # shellcheck disable=SC2086
+        cmake --build "build-mutant-$name" -j "$JOBS" --target $targets >/dev/null
+        for t in $tests; do
             if ctest --test-dir "build-mutant-$name" -R "^$t\$" >/dev/null 2>&1; then
                 echo "mutation check FAILED: $t passed with the $name mutant" >&2
                 exit 1
             fi
             echo "ok: $t fails on the $name mutant"
         done
-    done
+    done 3<ci/mutants.txt
 fi
 
 step "build + ctest: preset asan $(elapsed)"
