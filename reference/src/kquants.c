@@ -29,6 +29,7 @@
 
 #include "qgold/errors.h"
 #include "qgold/fp16.h"
+#include "qgold/kquants_layout.h"
 
 #include <float.h>
 #include <math.h>
@@ -39,17 +40,6 @@
 #if !defined(FLT_EVAL_METHOD) || (FLT_EVAL_METHOD != 0 && FLT_EVAL_METHOD != 16)
 #error "the K-quant reference needs float32 expressions evaluated in float32 (FLT_EVAL_METHOD == 0)"
 #endif
-
-enum {
-    Q4K_BYTES = 144,
-    Q5K_BYTES = 176,
-    Q6K_BYTES = 210,
-    Q8K_BYTES = 292,
-    /* field offsets */
-    KX_D = 0, KX_DMIN = 2, KX_SCALES = 4, Q4K_QS = 16, Q5K_QH = 16, Q5K_QS = 48,
-    Q6K_QL = 0, Q6K_QH = 128, Q6K_SCALES = 192, Q6K_D = 208,
-    Q8K_D = 0, Q8K_QS = 4, Q8K_BSUMS = 260
-};
 
 /* ---- byte-level field access ------------------------------------------------------------------- */
 
@@ -109,8 +99,8 @@ static int q4k_code(const uint8_t *qs, int e)
 /* Q5_K code (0..31): the Q4_K nibble plus bit e/32 of qh[e%32] as bit 4. */
 static int q5k_code(const uint8_t *blk, int e)
 {
-    int hi = (blk[Q5K_QH + e % 32] >> (e / 32)) & 1;
-    return q4k_code(blk + Q5K_QS, e) | (hi << 4);
+    int hi = (blk[QG_Q5K_QH + e % 32] >> (e / 32)) & 1;
+    return q4k_code(blk + QG_Q5K_QS, e) | (hi << 4);
 }
 
 /* Q6_K unsigned code (0..63) of element e. Half h = e/128 uses ql[64h..], qh[32h..]; inside a half,
@@ -119,9 +109,9 @@ static int q5k_code(const uint8_t *blk, int e)
 static int q6k_code(const uint8_t *blk, int e)
 {
     int h = e / 128, t = (e % 128) / 32, l = e % 32;
-    uint8_t lb = blk[Q6K_QL + 64 * h + 32 * (t % 2) + l];
+    uint8_t lb = blk[QG_Q6K_QL + 64 * h + 32 * (t % 2) + l];
     int low = t < 2 ? (lb & 15) : (lb >> 4);
-    int high = (blk[Q6K_QH + 32 * h + l] >> (2 * t)) & 3;
+    int high = (blk[QG_Q6K_QH + 32 * h + l] >> (2 * t)) & 3;
     return low | (high << 4);
 }
 
@@ -132,10 +122,10 @@ static int known(qg_ktype t) { return (unsigned)t <= (unsigned)QG_Q8_K; }
 size_t qg_kq_block_bytes(qg_ktype t)
 {
     switch (t) {
-    case QG_Q4_K: return Q4K_BYTES;
-    case QG_Q5_K: return Q5K_BYTES;
-    case QG_Q6_K: return Q6K_BYTES;
-    case QG_Q8_K: return Q8K_BYTES;
+    case QG_Q4_K: return QG_Q4K_BYTES;
+    case QG_Q5_K: return QG_Q5K_BYTES;
+    case QG_Q6_K: return QG_Q6K_BYTES;
+    case QG_Q8_K: return QG_Q8K_BYTES;
     default: return 0;
     }
 }
@@ -188,17 +178,17 @@ static void dequant_block(qg_ktype t, const uint8_t *blk, float *y)
 {
     switch (t) {
     case QG_Q4_K:
-    case QG_Q5_K: {
-        const float d = ld_f16(blk + KX_D);
-        const float dmin = ld_f16(blk + KX_DMIN);
+    case QG_Q5_K: { /* one header layout for both (qgold/kquants_layout.h) */
+        const float d = ld_f16(blk + QG_Q4K_D);
+        const float dmin = ld_f16(blk + QG_Q4K_DMIN);
         for (int s = 0; s < 8; s++) {
             int sc, m;
-            scale_min_k4(blk + KX_SCALES, s, &sc, &m);
+            scale_min_k4(blk + QG_Q4K_SCALES, s, &sc, &m);
             const float ds = d * (float)sc;    /* exact */
             const float dm = dmin * (float)m;  /* exact */
             for (int l = 0; l < 32; l++) {
                 int e = 32 * s + l;
-                int q = t == QG_Q4_K ? q4k_code(blk + Q4K_QS, e) : q5k_code(blk, e);
+                int q = t == QG_Q4_K ? q4k_code(blk + QG_Q4K_QS, e) : q5k_code(blk, e);
                 const float p = ds * (float)q; /* exact */
                 y[e] = p - dm;                 /* the one rounding */
             }
@@ -206,16 +196,16 @@ static void dequant_block(qg_ktype t, const uint8_t *blk, float *y)
         break;
     }
     case QG_Q6_K: {
-        const float d = ld_f16(blk + Q6K_D);
+        const float d = ld_f16(blk + QG_Q6K_D);
         for (int e = 0; e < QG_QK_K; e++) {
-            const float ds = d * (float)as_i8(blk[Q6K_SCALES + e / 16]); /* exact */
+            const float ds = d * (float)as_i8(blk[QG_Q6K_SCALES + e / 16]); /* exact */
             y[e] = ds * (float)(q6k_code(blk, e) - 32);                   /* exact */
         }
         break;
     }
     case QG_Q8_K: {
-        const float d = ld_f32(blk + Q8K_D);
-        for (int e = 0; e < QG_QK_K; e++) y[e] = d * (float)as_i8(blk[Q8K_QS + e]); /* one rounding */
+        const float d = ld_f32(blk + QG_Q8K_D);
+        for (int e = 0; e < QG_QK_K; e++) y[e] = d * (float)as_i8(blk[QG_Q8K_QS + e]); /* one rounding */
         break;
     }
     }
@@ -391,7 +381,7 @@ static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk, int *ou
 
     const float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
     const float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
-    uint8_t *q = blk + KX_SCALES;
+    uint8_t *q = blk + QG_Q4K_SCALES;
     for (int j = 0; j < 8; j++) {
         /* ggml stores nearest_int into a uint8_t first (keeping the low 8 bits), then takes min(63, .) */
         const float vs = inv_scale * scales[j];
@@ -411,13 +401,13 @@ static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk, int *ou
     }
     const float dv = max_scale / 63.0f;
     const float mv = max_min / 63.0f;
-    st_u16(blk + KX_D, qg_f32_to_f16(dv));
-    st_u16(blk + KX_DMIN, qg_f32_to_f16(mv));
+    st_u16(blk + QG_Q4K_D, qg_f32_to_f16(dv));
+    st_u16(blk + QG_Q4K_DMIN, qg_f32_to_f16(mv));
 
     /* Requantize every element against the stored (rounded) scales, by division. A sub-block whose
      * d*sc is zero keeps the codes of the fit. */
-    const float d = ld_f16(blk + KX_D);
-    const float dmin = ld_f16(blk + KX_DMIN);
+    const float d = ld_f16(blk + QG_Q4K_D);
+    const float dmin = ld_f16(blk + QG_Q4K_DMIN);
     for (int j = 0; j < 8; j++) {
         int sc, m;
         scale_min_k4(q, j, &sc, &m);
@@ -432,11 +422,11 @@ static void quantize_block_q45(qg_ktype t, const float *x, uint8_t *blk, int *ou
     }
 
     if (t == QG_Q4_K) {
-        uint8_t *qs = blk + Q4K_QS;
+        uint8_t *qs = blk + QG_Q4K_QS;
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++) qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
     } else {
-        uint8_t *qh = blk + Q5K_QH, *qs = blk + Q5K_QS;
+        uint8_t *qh = blk + QG_Q5K_QH, *qs = blk + QG_Q5K_QS;
         memset(qh, 0, 32);
         for (int c = 0; c < 4; c++) {
             for (int l = 0; l < 32; l++) {
@@ -536,28 +526,28 @@ static void quantize_block_q6(const float *x, uint8_t *blk, int *outside)
         }
     }
     if (max_abs_scale < 1e-15f) {
-        memset(blk, 0, Q6K_BYTES); /* d = +0 as well */
+        memset(blk, 0, QG_Q6K_BYTES); /* d = +0 as well */
         return;
     }
     const float iscale = -128.0f / max_scale;
     const float dv = 1.0f / iscale;
-    st_u16(blk + Q6K_D, qg_f32_to_f16(dv));
+    st_u16(blk + QG_Q6K_D, qg_f32_to_f16(dv));
     for (int g = 0; g < 16; g++) {
         const float v = iscale * scales[g];
         int s = nearest_int(v, outside);
         if (s > 127) s = 127;
-        blk[Q6K_SCALES + g] = low8(s); /* stored as int8 */
+        blk[QG_Q6K_SCALES + g] = low8(s); /* stored as int8 */
     }
-    const float d = ld_f16(blk + Q6K_D);
+    const float d = ld_f16(blk + QG_Q6K_D);
     for (int g = 0; g < 16; g++) {
-        const float dd = d * (float)as_i8(blk[Q6K_SCALES + g]);
+        const float dd = d * (float)as_i8(blk[QG_Q6K_SCALES + g]);
         if (dd == 0.0f) continue;
         for (int l = 0; l < 16; l++) {
             const float v = x[16 * g + l] / dd;
             L[16 * g + l] = (uint8_t)(clampi(nearest_int(v, outside), -32, 31) + 32);
         }
     }
-    uint8_t *ql = blk + Q6K_QL, *qh = blk + Q6K_QH;
+    uint8_t *ql = blk + QG_Q6K_QL, *qh = blk + QG_Q6K_QH;
     for (int h = 0; h < 2; h++) {
         const uint8_t *Lh = L + 128 * h;
         for (int l = 0; l < 32; l++) {
@@ -580,7 +570,7 @@ static void quantize_block_q8(const float *x, uint8_t *blk, int *outside)
         }
     }
     if (amax == 0.0f) {
-        memset(blk, 0, Q8K_BYTES); /* d = +0, qs = 0, bsums = 0 (ggml leaves bsums unwritten here) */
+        memset(blk, 0, QG_Q8K_BYTES); /* d = +0, qs = 0, bsums = 0 (ggml leaves bsums unwritten here) */
         return;
     }
     const float iscale = -127.0f / max;
@@ -588,15 +578,15 @@ static void quantize_block_q8(const float *x, uint8_t *blk, int *outside)
         const float v = iscale * x[j];
         int q = nearest_int(v, outside);
         if (q > 127) q = 127;
-        blk[Q8K_QS + j] = low8(q); /* stored as int8 */
+        blk[QG_Q8K_QS + j] = low8(q); /* stored as int8 */
     }
     for (int g = 0; g < 16; g++) {
         int sum = 0;
-        for (int l = 0; l < 16; l++) sum += as_i8(blk[Q8K_QS + 16 * g + l]);
-        st_u16(blk + Q8K_BSUMS + 2 * g, (uint16_t)((unsigned)sum & 0xFFFFu));
+        for (int l = 0; l < 16; l++) sum += as_i8(blk[QG_Q8K_QS + 16 * g + l]);
+        st_u16(blk + QG_Q8K_BSUMS + 2 * g, (uint16_t)((unsigned)sum & 0xFFFFu));
     }
     const float d = 1.0f / iscale;
-    st_u32(blk + Q8K_D, qg_f32_bits(d));
+    st_u32(blk + QG_Q8K_D, qg_f32_bits(d));
 }
 
 /* One block; returns 1 when it is inside the quantizer's domain (see qg_kq_quantize_domain_ref). */
@@ -614,10 +604,10 @@ static int quantize_block(qg_ktype t, const float *x, uint8_t *blk)
         if (!isfinite(x[i])) outside = 1;
     /* the stored scales: d or dmin not finite (an fp16 overflow) */
     if (t == QG_Q8_K) {
-        if (!isfinite(ld_f32(blk + Q8K_D))) outside = 1;
+        if (!isfinite(ld_f32(blk + QG_Q8K_D))) outside = 1;
     } else if (t == QG_Q6_K) {
-        if (!isfinite(ld_f16(blk + Q6K_D))) outside = 1;
-    } else if (!isfinite(ld_f16(blk + KX_D)) || !isfinite(ld_f16(blk + KX_DMIN))) {
+        if (!isfinite(ld_f16(blk + QG_Q6K_D))) outside = 1;
+    } else if (!isfinite(ld_f16(blk + QG_Q4K_D)) || !isfinite(ld_f16(blk + QG_Q4K_DMIN))) {
         outside = 1;
     }
     return !outside;
@@ -644,7 +634,7 @@ int qg_kq_quantize_domain_ref(qg_ktype t, const float *x, size_t rows, size_t co
     if (rc != QG_ERR_ok) return rc;
     const size_t nblocks = rows * (cols / QG_QK_K), bsz = qg_kq_block_bytes(t);
     size_t count = 0;
-    uint8_t scratch[Q8K_BYTES]; /* the largest block, when the bytes are not wanted */
+    uint8_t scratch[QG_Q8K_BYTES]; /* the largest block, when the bytes are not wanted */
     for (size_t i = 0; i < nblocks; i++) {
         in_domain[i] = (uint8_t)quantize_block(t, x + i * QG_QK_K, blocks != NULL ? blocks + i * bsz : scratch);
         count += in_domain[i] ? 0 : 1;
@@ -670,32 +660,32 @@ int qg_kq_dot_q8k_ref(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, siz
     float sumf = 0.0f;
     for (size_t i = 0; i < nb; i++) {
         const uint8_t *wb = wrow + i * bsz;
-        const uint8_t *yb = q8row + i * Q8K_BYTES;
-        const float dy = ld_f32(yb + Q8K_D);
+        const uint8_t *yb = q8row + i * QG_Q8K_BYTES;
+        const float dy = ld_f32(yb + QG_Q8K_D);
         /* Integer part, exact: |lane| <= 32 * 63 * 31 * 128 < 2^24 (Q4_K/Q5_K) and <= 32 * 128 * 32 * 128
          * = 2^24 (Q6_K), so each lane is also exact as a float32; |S| < 2^28 and |M| < 2^26 fit int32. */
         int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         int32_t Mi = 0;
         float dw;
         if (t == QG_Q6_K) {
-            dw = ld_f16(wb + Q6K_D);
+            dw = ld_f16(wb + QG_Q6K_D);
             for (int e = 0; e < QG_QK_K; e++) {
-                const int32_t sc = as_i8(wb[Q6K_SCALES + e / 16]);
+                const int32_t sc = as_i8(wb[QG_Q6K_SCALES + e / 16]);
                 const int32_t q = q6k_code(wb, e) - 32;
-                lane[e % 8] += sc * (q * as_i8(yb[Q8K_QS + e]));
+                lane[e % 8] += sc * (q * as_i8(yb[QG_Q8K_QS + e]));
             }
         } else {
-            dw = ld_f16(wb + KX_D);
+            dw = ld_f16(wb + QG_Q4K_D);
             for (int e = 0; e < QG_QK_K; e++) {
                 int sc, m;
-                scale_min_k4(wb + KX_SCALES, e / 32, &sc, &m);
-                const int32_t q = t == QG_Q4_K ? q4k_code(wb + Q4K_QS, e) : q5k_code(wb, e);
-                lane[e % 8] += sc * (q * as_i8(yb[Q8K_QS + e]));
+                scale_min_k4(wb + QG_Q4K_SCALES, e / 32, &sc, &m);
+                const int32_t q = t == QG_Q4_K ? q4k_code(wb + QG_Q4K_QS, e) : q5k_code(wb, e);
+                lane[e % 8] += sc * (q * as_i8(yb[QG_Q8K_QS + e]));
             }
             for (int s = 0; s < 8; s++) {
                 int sc, m;
-                scale_min_k4(wb + KX_SCALES, s, &sc, &m);
-                const int32_t b2 = as_i16(ld_u16(yb + Q8K_BSUMS + 4 * s)) + as_i16(ld_u16(yb + Q8K_BSUMS + 4 * s + 2));
+                scale_min_k4(wb + QG_Q4K_SCALES, s, &sc, &m);
+                const int32_t b2 = as_i16(ld_u16(yb + QG_Q8K_BSUMS + 4 * s)) + as_i16(ld_u16(yb + QG_Q8K_BSUMS + 4 * s + 2));
                 Mi += m * b2;
             }
         }
@@ -711,7 +701,7 @@ int qg_kq_dot_q8k_ref(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, siz
             sums[l] = sums[l] + p;
         }
         if (t != QG_Q6_K) {
-            const float dmin = ld_f16(wb + KX_DMIN) * dy;
+            const float dmin = ld_f16(wb + QG_Q4K_DMIN) * dy;
             const float p = dmin * (float)Mi;
             sumf = sumf - p;
         }
