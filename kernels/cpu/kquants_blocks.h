@@ -1,5 +1,5 @@
-/* Internal: the K-quant block layout and the scalar helpers that the optimized CPU K-quant kernels
- * (qgold/kernels_kquants.h) share on every ISA: byte offsets inside a block, little-endian loads, the
+/* Internal: the scalar helpers that the optimized CPU K-quant kernels (qgold/kernels_kquants.h) share
+ * on every ISA, on top of the block layout of qgold/kquants_layout.h: little-endian loads, the
  * 6-bit scale/min unpacking of Q4_K/Q5_K, the argument checks of dequantization, and the names of the
  * three ways a weight is formed from its code. An ISA file includes it first, defines its primitives on
  * top of it, then includes kquants_rows.h (the drivers).
@@ -9,15 +9,14 @@
 
 #include "qgold/errors.h"
 #include "qgold/kernels_kquants.h"
+#include "qgold/kquants_layout.h"
 
 #include <stdint.h>
 #include <string.h>
 
 #define QG_INLINE static inline __attribute__((always_inline))
 
-/* Byte offsets inside a block (spec): Q4_K/Q5_K d, dmin at 0 and 2, scales at 4..15; Q8_K's d at 0. */
-enum { QK = QG_QK_K, Q4K_QS = 16, Q5K_QH = 16, Q5K_QS = 48, Q6K_QH = 128, Q6K_SC = 192, Q6K_D = 208, Q8K_QS = 4,
-       Q8K_BSUMS = 260, Q8K_BYTES = 292 };
+enum { QK = QG_QK_K };
 
 /* How a weight vector is formed from its codes q with the group factors a (and b):
  *   OP_FMS  Q4_K/Q5_K  a*q - b rounded once (a*q is exact);

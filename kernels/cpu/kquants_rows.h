@@ -141,18 +141,18 @@ static inline int kq_dot_q8k(qg_ktype t, const uint8_t *wrow, const uint8_t *q8r
     const size_t nb = cols / QK;
     float sumS = 0.0f, sumM = 0.0f;
     for (size_t i = 0; i < nb; i++) {
-        const uint8_t *wb = wrow + i * bsz, *yb = q8row + i * Q8K_BYTES;
+        const uint8_t *wb = wrow + i * bsz, *yb = q8row + i * QG_Q8K_BYTES;
         float dy;
-        const uint32_t bits = kq_ld32(yb);
+        const uint32_t bits = kq_ld32(yb + QG_Q8K_D);
         memcpy(&dy, &bits, 4);
         int32_t Si, Mi = 0;
         if (t == QG_Q6_K) {
             kq_dot_block_q6(wb, yb, &Si);
-            sumS = kq_fma(kq_f16(kq_ld16(wb + Q6K_D)) * dy, (float)Si, sumS);
+            sumS = kq_fma(kq_f16(kq_ld16(wb + QG_Q6K_D)) * dy, (float)Si, sumS);
         } else {
             kq_dot_block_q45(wb, yb, t == QG_Q5_K, &Si, &Mi);
-            sumS = kq_fma(kq_f16(kq_ld16(wb)) * dy, (float)Si, sumS);
-            sumM = kq_fma(kq_f16(kq_ld16(wb + 2)) * dy, (float)Mi, sumM);
+            sumS = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_D)) * dy, (float)Si, sumS);
+            sumM = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_DMIN)) * dy, (float)Mi, sumM);
         }
         if (S != NULL) S[i] = Si;
         if (M != NULL) M[i] = Mi;

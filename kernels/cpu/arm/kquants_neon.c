@@ -62,23 +62,23 @@ typedef struct {
 
 QG_INLINE void kq_prep_q45(const uint8_t *blk, kq_prep *p, const int q5)
 {
-    const uint16_t dh = kq_ld16(blk), mh = kq_ld16(blk + 2);
+    const uint16_t dh = kq_ld16(blk + QG_Q4K_D), mh = kq_ld16(blk + QG_Q4K_DMIN);
     p->special = (dh & 0x7C00) == 0x7C00 || (mh & 0x7C00) == 0x7C00;
     uint64_t sc, m;
-    kq_unpack_scales(blk + 4, &sc, &m);
+    kq_unpack_scales(blk + QG_Q4K_SCALES, &sc, &m);
     scale8(kq_f16(dh), sc, p->a);
     scale8(kq_f16(mh), m, p->b);
     vst1q_f32(p->nb, vnegq_f32(vld1q_f32(p->b)));
     vst1q_f32(p->nb + 4, vnegq_f32(vld1q_f32(p->b + 4)));
     if (!q5) {
-        p->q = blk + Q4K_QS;
+        p->q = blk + QG_Q4K_QS;
         return;
     }
     const uint8x16_t m4 = vdupq_n_u8(0x0F), b4 = vdupq_n_u8(0x10);
     for (int half = 0; half < 2; half++) { /* l = 16 half .. 16 half + 15 */
-        uint8x16_t hb = vld1q_u8(blk + Q5K_QH + 16 * half);
+        uint8x16_t hb = vld1q_u8(blk + QG_Q5K_QH + 16 * half);
         for (int c = 0; c < 4; c++) {
-            const uint8x16_t v = vld1q_u8(blk + Q5K_QS + 32 * c + 16 * half);
+            const uint8x16_t v = vld1q_u8(blk + QG_Q5K_QS + 32 * c + 16 * half);
             /* bit 2c of qh[l] -> bit 4 of element 64c+l, bit 2c+1 -> bit 4 of element 64c+32+l */
             const uint8x16_t lo = vorrq_u8(vandq_u8(v, m4), vandq_u8(vshlq_n_u8(hb, 4), b4));
             const uint8x16_t hi = vorrq_u8(vshrq_n_u8(v, 4), vandq_u8(vshlq_n_u8(hb, 3), b4));
@@ -92,9 +92,9 @@ QG_INLINE void kq_prep_q45(const uint8_t *blk, kq_prep *p, const int q5)
 
 QG_INLINE void kq_prep_q6(const uint8_t *blk, kq_prep *p)
 {
-    const float32x4_t d = vdupq_n_f32(kq_f16(kq_ld16(blk + Q6K_D)));
-    const int16x8_t s0 = vmovl_s8(vreinterpret_s8_u8(vld1_u8(blk + Q6K_SC)));
-    const int16x8_t s1 = vmovl_s8(vreinterpret_s8_u8(vld1_u8(blk + Q6K_SC + 8)));
+    const float32x4_t d = vdupq_n_f32(kq_f16(kq_ld16(blk + QG_Q6K_D)));
+    const int16x8_t s0 = vmovl_s8(vreinterpret_s8_u8(vld1_u8(blk + QG_Q6K_SCALES)));
+    const int16x8_t s1 = vmovl_s8(vreinterpret_s8_u8(vld1_u8(blk + QG_Q6K_SCALES + 8)));
     vst1q_f32(p->a, vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vget_low_s16(s0)))));
     vst1q_f32(p->a + 4, vmulq_f32(d, vcvtq_f32_s32(vmovl_high_s16(s0))));
     vst1q_f32(p->a + 8, vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vget_low_s16(s1)))));
@@ -102,9 +102,9 @@ QG_INLINE void kq_prep_q6(const uint8_t *blk, kq_prep *p)
     const uint8x16_t m4 = vdupq_n_u8(0x0F), k32 = vdupq_n_u8(32);
     for (int h = 0; h < 2; h++) {
         for (int part = 0; part < 2; part++) { /* l = 16 part .. 16 part + 15 */
-            const uint8x16_t ql0 = vld1q_u8(blk + 64 * h + 16 * part);
-            const uint8x16_t ql1 = vld1q_u8(blk + 64 * h + 32 + 16 * part);
-            const uint8x16_t qh = vld1q_u8(blk + Q6K_QH + 32 * h + 16 * part);
+            const uint8x16_t ql0 = vld1q_u8(blk + QG_Q6K_QL + 64 * h + 16 * part);
+            const uint8x16_t ql1 = vld1q_u8(blk + QG_Q6K_QL + 64 * h + 32 + 16 * part);
+            const uint8x16_t qh = vld1q_u8(blk + QG_Q6K_QH + 32 * h + 16 * part);
             const uint8x16_t t0 = vorrq_u8(vandq_u8(ql0, m4), vshlq_n_u8(vandq_u8(qh, vdupq_n_u8(0x03)), 4));
             const uint8x16_t t1 = vorrq_u8(vandq_u8(ql1, m4), vshlq_n_u8(vandq_u8(qh, vdupq_n_u8(0x0C)), 2));
             const uint8x16_t t2 = vorrq_u8(vshrq_n_u8(ql0, 4), vandq_u8(qh, vdupq_n_u8(0x30)));
@@ -122,9 +122,9 @@ QG_INLINE void kq_prep_q6(const uint8_t *blk, kq_prep *p)
 
 QG_INLINE void kq_prep_q8(const uint8_t *blk, kq_prep *p)
 {
-    const uint32_t bits = kq_ld32(blk);
+    const uint32_t bits = kq_ld32(blk + QG_Q8K_D);
     memcpy(&p->a[0], &bits, 4);
-    p->q = blk + Q8K_QS;
+    p->q = blk + QG_Q8K_QS;
     p->special = 0;
 }
 
@@ -204,7 +204,7 @@ static void kq_dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32
     if (!q5) { /* stage Q4_K's nibbles in element order too */
         for (int c = 0; c < 4; c++) {
             for (int half = 0; half < 2; half++) {
-                const uint8x16_t v = vld1q_u8(wb + Q4K_QS + 32 * c + 16 * half);
+                const uint8x16_t v = vld1q_u8(wb + QG_Q4K_QS + 32 * c + 16 * half);
                 vst1q_s8(q4codes + 64 * c + 16 * half, vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))));
                 vst1q_s8(q4codes + 64 * c + 32 + 16 * half, vreinterpretq_s8_u8(vshrq_n_u8(v, 4)));
             }
@@ -212,12 +212,12 @@ static void kq_dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32
     }
     const int8_t *codes = q5 ? p.codes : q4codes;
     uint64_t sc, m;
-    kq_unpack_scales(wb + 4, &sc, &m);
+    kq_unpack_scales(wb + QG_Q4K_SCALES, &sc, &m);
     int32_t s = 0, mm = 0;
     for (int j = 0; j < 8; j++) {
-        const int32_t sub = dot16(codes + 32 * j, yb + Q8K_QS + 32 * j) + dot16(codes + 32 * j + 16, yb + Q8K_QS + 32 * j + 16);
+        const int32_t sub = dot16(codes + 32 * j, yb + QG_Q8K_QS + 32 * j) + dot16(codes + 32 * j + 16, yb + QG_Q8K_QS + 32 * j + 16);
         s += (int32_t)((sc >> (8 * j)) & 0xFF) * sub;
-        const int32_t b2 = (int16_t)kq_ld16(yb + Q8K_BSUMS + 4 * j) + (int16_t)kq_ld16(yb + Q8K_BSUMS + 4 * j + 2);
+        const int32_t b2 = (int16_t)kq_ld16(yb + QG_Q8K_BSUMS + 4 * j) + (int16_t)kq_ld16(yb + QG_Q8K_BSUMS + 4 * j + 2);
         mm += (int32_t)((m >> (8 * j)) & 0xFF) * b2;
     }
     *S = s;
@@ -229,7 +229,7 @@ static void kq_dot_block_q6(const uint8_t *wb, const uint8_t *yb, int32_t *S)
     kq_prep p;
     kq_prep_q6(wb, &p);
     int32_t s = 0;
-    for (int g = 0; g < 16; g++) s += as_i8(wb[Q6K_SC + g]) * dot16(p.codes + 16 * g, yb + Q8K_QS + 16 * g);
+    for (int g = 0; g < 16; g++) s += as_i8(wb[QG_Q6K_SCALES + g]) * dot16(p.codes + 16 * g, yb + QG_Q8K_QS + 16 * g);
     *S = s;
 }
 

@@ -52,19 +52,19 @@ static __m256 u8x8_to_f32(uint64_t v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8
 
 QG_INLINE void kq_prep_q45(const uint8_t *blk, kq_prep *p, const int q5)
 {
-    const uint16_t dh = kq_ld16(blk), mh = kq_ld16(blk + 2);
+    const uint16_t dh = kq_ld16(blk + QG_Q4K_D), mh = kq_ld16(blk + QG_Q4K_DMIN);
     p->special = (dh & 0x7C00) == 0x7C00 || (mh & 0x7C00) == 0x7C00;
     uint64_t sc, m;
-    kq_unpack_scales(blk + 4, &sc, &m);
+    kq_unpack_scales(blk + QG_Q4K_SCALES, &sc, &m);
     _mm256_store_ps(p->a, _mm256_mul_ps(_mm256_set1_ps(kq_f16(dh)), u8x8_to_f32(sc)));
     _mm256_store_ps(p->b, _mm256_mul_ps(_mm256_set1_ps(kq_f16(mh)), u8x8_to_f32(m)));
     if (!q5) { /* Q4_K codes are unpacked straight from qs (see codes8) */
-        p->q = (const int8_t *)(blk + Q4K_QS);
+        p->q = (const int8_t *)(blk + QG_Q4K_QS);
         return;
     }
     const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-    const uint8_t *qs = blk + Q5K_QS;
-    __m256i hb = _mm256_loadu_si256((const __m256i *)(blk + Q5K_QH));
+    const uint8_t *qs = blk + QG_Q5K_QS;
+    __m256i hb = _mm256_loadu_si256((const __m256i *)(blk + QG_Q5K_QH));
     for (int c = 0; c < 4; c++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -80,16 +80,16 @@ QG_INLINE void kq_prep_q45(const uint8_t *blk, kq_prep *p, const int q5)
 
 QG_INLINE void kq_prep_q6(const uint8_t *blk, kq_prep *p)
 {
-    const __m256 d = _mm256_set1_ps(kq_f16(kq_ld16(blk + Q6K_D)));
+    const __m256 d = _mm256_set1_ps(kq_f16(kq_ld16(blk + QG_Q6K_D)));
     for (int h = 0; h < 2; h++) {
-        const __m256i s = _mm256_cvtepi8_epi32(_mm_loadu_si64(blk + Q6K_SC + 8 * h));
+        const __m256i s = _mm256_cvtepi8_epi32(_mm_loadu_si64(blk + QG_Q6K_SCALES + 8 * h));
         _mm256_store_ps(p->a + 8 * h, _mm256_mul_ps(d, _mm256_cvtepi32_ps(s)));
     }
     const __m256i m4 = _mm256_set1_epi8(0x0F), k32 = _mm256_set1_epi8(32);
     for (int h = 0; h < 2; h++) {
-        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
-        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + Q6K_QH + 32 * h));
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(blk + QG_Q6K_QL + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(blk + QG_Q6K_QL + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + QG_Q6K_QH + 32 * h));
         /* quarter t of the half: low/high nibble of ql0/ql1 | bits 2t, 2t+1 of qh as bits 4-5 */
         __m256i t0 = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
         __m256i t1 = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2));
@@ -108,9 +108,9 @@ QG_INLINE void kq_prep_q6(const uint8_t *blk, kq_prep *p)
 
 QG_INLINE void kq_prep_q8(const uint8_t *blk, kq_prep *p)
 {
-    uint32_t bits = kq_ld32(blk);
+    uint32_t bits = kq_ld32(blk + QG_Q8K_D);
     memcpy(&p->a[0], &bits, 4);
-    p->q = (const int8_t *)(blk + Q8K_QS);
+    p->q = (const int8_t *)(blk + QG_Q8K_QS);
     p->special = 0;
 }
 
@@ -175,7 +175,7 @@ static void kq_dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32
     kq_prep p;
     kq_prep_q45(wb, &p, q5);
     uint64_t sc, m;
-    kq_unpack_scales(wb + 4, &sc, &m);
+    kq_unpack_scales(wb + QG_Q4K_SCALES, &sc, &m);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i acc = _mm256_setzero_si256();
     for (int s = 0; s < 8; s++) { /* sub-block s: 32 codes */
@@ -183,10 +183,10 @@ static void kq_dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32
         if (q5) {
             q = _mm256_load_si256((const __m256i *)(p.codes + 32 * s));
         } else {
-            const __m256i b = _mm256_loadu_si256((const __m256i *)(wb + Q4K_QS + 32 * (s >> 1)));
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(wb + QG_Q4K_QS + 32 * (s >> 1)));
             q = QG_Q4_HIGH(4 * s) ? _mm256_and_si256(_mm256_srli_epi16(b, 4), m4) : _mm256_and_si256(b, m4);
         }
-        const __m256i y = _mm256_loadu_si256((const __m256i *)(yb + Q8K_QS + 32 * s));
+        const __m256i y = _mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_QS + 32 * s));
         const __m256i pr = _mm256_maddubs_epi16(q, y);
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, _mm256_set1_epi16((short)((sc >> (8 * s)) & 0xFF))));
     }
@@ -194,7 +194,7 @@ static void kq_dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32
     /* M = sum_s m_s * (bsums[2s] + bsums[2s+1]): madd of the 16 bsums with (m0, m0, m1, m1, ...). */
     const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
     const __m256i mm = _mm256_setr_m128i(_mm_unpacklo_epi16(m8, m8), _mm_unpackhi_epi16(m8, m8));
-    *M = hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(yb + Q8K_BSUMS)), mm));
+    *M = hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_BSUMS)), mm));
 }
 
 static void kq_dot_block_q6(const uint8_t *wb, const uint8_t *yb, int32_t *S)
@@ -205,10 +205,10 @@ static void kq_dot_block_q6(const uint8_t *wb, const uint8_t *yb, int32_t *S)
     __m256i acc = _mm256_setzero_si256();
     for (int c = 0; c < 8; c++) { /* 32 elements: groups 2c (low 128 bits) and 2c+1 (high) */
         const __m256i u = _mm256_add_epi8(_mm256_load_si256((const __m256i *)(p.codes + 32 * c)), k32); /* 0..63 */
-        const __m256i y = _mm256_loadu_si256((const __m256i *)(yb + Q8K_QS + 32 * c));
+        const __m256i y = _mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_QS + 32 * c));
         /* (u0-32) y0 + (u1-32) y1 = (u0 y0 + u1 y1) - 32 (y0 + y1), |.| <= 8192: exact in int16 */
         const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(u, y), _mm256_maddubs_epi16(k32, y));
-        const __m256i scl = _mm256_setr_m128i(_mm_set1_epi16(as_i8(wb[Q6K_SC + 2 * c])), _mm_set1_epi16(as_i8(wb[Q6K_SC + 2 * c + 1])));
+        const __m256i scl = _mm256_setr_m128i(_mm_set1_epi16(as_i8(wb[QG_Q6K_SCALES + 2 * c])), _mm_set1_epi16(as_i8(wb[QG_Q6K_SCALES + 2 * c + 1])));
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, scl));
     }
     *S = hsum_i32(acc);
@@ -345,7 +345,7 @@ QG_INLINE int q4_stage2(const uint8_t *b0, const uint8_t *b1, q4_stage *f, const
     const __m256i sh = _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4);
     const __m256i s = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(A, sh), lo), _mm256_and_si256(_mm256_srli_epi32(B, 2), hi));
     /* per half (D 2^k0, Dm, D 2^k1, Dm) of its row, k0 and k1 the scales of a chunk's two groups */
-    const __m128i dm = _mm_cvtsi64_si128((long long)(kq_ld32(b0) | (uint64_t)kq_ld32(b1) << 32)); /* dh0 mh0 dh1 mh1 */
+    const __m128i dm = _mm_cvtsi64_si128((long long)(kq_ld32(b0 + QG_Q4K_D) | (uint64_t)kq_ld32(b1 + QG_Q4K_D) << 32)); /* dh0 mh0 dh1 mh1: dmin follows d */
     const __m256 d = _mm256_cvtph_ps(_mm_shuffle_epi8(dm, _mm_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7)));
 #define QG_Q4_K(v) (QG_Q4_HIGH(v) ? 1048576.0f : 16777216.0f) /* 2^20, 2^24 */
     const __m256 dk = _mm256_mul_ps(d, _mm256_setr_ps(QG_Q4_K(0), 1.0f, QG_Q4_K(4), 1.0f, QG_Q4_K(0), 1.0f, QG_Q4_K(4), 1.0f));
@@ -367,11 +367,11 @@ QG_INLINE int q4_stage2(const uint8_t *b0, const uint8_t *b1, q4_stage *f, const
 #undef QG_Q4_SC
 #pragma GCC unroll 4
     for (int j = 0; j < 4 && stage_codes; j++) {
-        q4_stage_chunk(b0 + Q4K_QS, f->codes[0], j);
-        q4_stage_chunk(b1 + Q4K_QS, f->codes[1], j);
+        q4_stage_chunk(b0 + QG_Q4K_QS, f->codes[0], j);
+        q4_stage_chunk(b1 + QG_Q4K_QS, f->codes[1], j);
     }
-    return (kq_ld16(b0) & 0x7C00) == 0x7C00 || (kq_ld16(b0 + 2) & 0x7C00) == 0x7C00 || (kq_ld16(b1) & 0x7C00) == 0x7C00 ||
-           (kq_ld16(b1 + 2) & 0x7C00) == 0x7C00;
+    return (kq_ld16(b0 + QG_Q4K_D) & 0x7C00) == 0x7C00 || (kq_ld16(b0 + QG_Q4K_DMIN) & 0x7C00) == 0x7C00 ||
+           (kq_ld16(b1 + QG_Q4K_D) & 0x7C00) == 0x7C00 || (kq_ld16(b1 + QG_Q4K_DMIN) & 0x7C00) == 0x7C00;
 }
 
 /* The weight vector of codes h (8 staged halves) with factors a, b (see above). */
@@ -440,8 +440,8 @@ QG_INLINE void kq_q4_rows_b1(const uint8_t *w0, size_t rb, size_t nb, const floa
         q4_stage *nf = &f[(i + 1) & 1];
         const int nsp = q4_stage2(w0 + o, w1 + o, nf, 0);
         const float *xb = xf + i * QK;
-        if (sp[i & 1]) q4_block_b1(&f[i & 1], R, 1, xb, acc, w0 + o + Q4K_QS, w1 + o + Q4K_QS, nf);
-        else q4_block_b1(&f[i & 1], R, 0, xb, acc, w0 + o + Q4K_QS, w1 + o + Q4K_QS, nf);
+        if (sp[i & 1]) q4_block_b1(&f[i & 1], R, 1, xb, acc, w0 + o + QG_Q4K_QS, w1 + o + QG_Q4K_QS, nf);
+        else q4_block_b1(&f[i & 1], R, 0, xb, acc, w0 + o + QG_Q4K_QS, w1 + o + QG_Q4K_QS, nf);
         sp[(i + 1) & 1] = nsp;
     }
     for (int r = 0; r < R; r++) y[r] = kq_hsum(acc[r][0], acc[r][1]);
