@@ -55,7 +55,6 @@
 #define QGOLD_RANS_LANES_H
 
 #include "qgold/errors.h"
-#include "qgold/kernels_kquants.h"
 #include "qgold/rans.h"
 
 #include "threads.h"

@@ -1,4 +1,4 @@
-/* CPU threads for the multi-threaded kernels (qgold/kernels_kquants.h) and the range splitter of
+/* CPU threads for the multi-threaded kernels (qgold/threads.h) and the range splitter of
  * threads.h, on a persistent pool.
  *
  * The pool. Workers are started lazily, the first time a call needs them, and only as many as that call
@@ -22,7 +22,7 @@
  */
 #include "threads.h"
 
-#include "qgold/kernels_kquants.h"
+#include "qgold/threads.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -10,7 +10,7 @@
 #include "atomic_write.h"
 #include "qgold/errors.h"
 #include "qgold/fp16.h"
-#include "qgold/kernels_kquants.h"
+#include "qgold/threads.h"
 #include "qgold/registry.h"
 #include "qgold/rng.h"
 #include "qgold/spqr.h"

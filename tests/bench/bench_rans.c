@@ -14,7 +14,7 @@
 
 #include "qgold/errors.h"
 #include "qgold/fp16.h"
-#include "qgold/kernels_kquants.h"
+#include "qgold/threads.h"
 #include "qgold/rans.h"
 #include "qgold/registry.h"
 #include "qgold/rng.h"

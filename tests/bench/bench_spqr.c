@@ -11,7 +11,7 @@
 #include "bench.h"
 
 #include "qgold/errors.h"
-#include "qgold/kernels_kquants.h"
+#include "qgold/threads.h"
 #include "qgold/registry.h"
 #include "qgold/spqr.h"
 #include "spqr_layers.h"

@@ -26,7 +26,7 @@
 #include "qg_test.h"
 #include "qgold/errors.h"
 #include "qgold/fp16.h"
-#include "qgold/kernels_kquants.h"
+#include "qgold/threads.h"
 #include "qgold/rans.h"
 #include "qgold/registry.h"
 #include "qgold/rng.h"

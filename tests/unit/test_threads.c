@@ -11,7 +11,7 @@
  * A hang is a failure too (ctest's timeout).
  */
 #include "qg_test.h"
-#include "qgold/kernels_kquants.h"
+#include "qgold/threads.h"
 #include "threads.h"
 
 #include <pthread.h>

@@ -10,11 +10,6 @@
 extern "C" {
 #endif
 
-/* CPU threads for the multi-threaded kernels: QG_THREADS from the environment, else all online CPUs,
- * unless qg_set_threads() chose a number (0 restores the default). Results never depend on it. */
-void qg_set_threads(int n);
-int qg_threads(void);
-
 int qg_kq_dequant_f32_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y);
 int qg_kq_dequant_f16_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y);
 int qg_kq_dot_q8k_avx2(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result);
