@@ -6,6 +6,7 @@
  */
 #include "qgold/registry.h"
 
+#include "qgold/cpu_features.h"
 #include "qgold/errors.h"
 #include "qgold/fp16.h"
 #include "qgold/kernels_fp16.h"

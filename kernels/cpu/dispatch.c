@@ -6,7 +6,7 @@
  * Advanced SIMD is reported by HWCAP_ASIMD. QG_FORCE_ISA=scalar|avx2|neon narrows the choice so one
  * test binary can exercise every path.
  */
-#include "qgold/registry.h"
+#include "qgold/cpu_features.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,6 +12,7 @@
 #include "atomic_write.h"
 #include "audit.h"
 #include "bench.h"
+#include "qgold/cpu_features.h"
 #include "qgold/errors.h"
 #include "qgold/kquants.h"
 #include "qgold/rans.h"
