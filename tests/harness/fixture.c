@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <hdf5.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,26 +20,6 @@
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the manifest hashes little-endian bytes; a big-endian port must swap before hashing"
 #endif
-
-int qg_err_set(qg_err *e, int code, const char *fmt, ...)
-{
-    if (e != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-        va_end(ap);
-        e->code = code;
-    }
-    return code;
-}
-
-void qg_err_clear(qg_err *e)
-{
-    if (e != NULL) {
-        e->code = 0;
-        e->msg[0] = '\0';
-    }
-}
 
 /* ---------------------------------------------------------------------------------------------- */
 /* dtypes */
