@@ -25,10 +25,11 @@
 #include "common.cuh"
 #include "qgold/kernels_kquants.h"
 #include "qgold/kquants.h"
+#include "qgold/kquants_layout.h"
 
 namespace {
 
-constexpr int QK = 256;
+constexpr int QK = QG_QK_K;
 
 __device__ __forceinline__ float f16f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
@@ -65,20 +66,20 @@ template <int T>
 __device__ __forceinline__ float dequant_one(const uint8_t *blk, int e)
 {
     if (T == QG_Q4_K || T == QG_Q5_K) {
-        const float D = f16f(ld_u16(blk)), Dm = f16f(ld_u16(blk + 2));
-        const uint8_t *scales = blk + 4;
-        const uint8_t *qs = blk + (T == QG_Q4_K ? 16 : 48);
+        const float D = f16f(ld_u16(blk + QG_Q4K_D)), Dm = f16f(ld_u16(blk + QG_Q4K_DMIN)); /* Q5_K: same header */
+        const uint8_t *scales = blk + QG_Q4K_SCALES;
+        const uint8_t *qs = blk + (T == QG_Q4_K ? QG_Q4K_QS : QG_Q5K_QS);
         const int c = e / 64, l = e % 64, sub = e / 32;
         int q = l < 32 ? (qs[32 * c + l] & 15) : (qs[32 * c + l - 32] >> 4);
-        if (T == QG_Q5_K) q |= ((blk[16 + e % 32] >> sub) & 1) << 4;
+        if (T == QG_Q5_K) q |= ((blk[QG_Q5K_QH + e % 32] >> sub) & 1) << 4;
         int sc, m;
         scale_min(scales, sub, &sc, &m);
         const float a = D * (float)sc, b = Dm * (float)m;
         return a * (float)q - b;
     } else if (T == QG_Q6_K) {
-        const uint8_t *ql = blk, *qh = blk + 128;
-        const int8_t *scales = (const int8_t *)(blk + 192);
-        const float D = f16f(ld_u16(blk + 208));
+        const uint8_t *ql = blk + QG_Q6K_QL, *qh = blk + QG_Q6K_QH;
+        const int8_t *scales = (const int8_t *)(blk + QG_Q6K_SCALES);
+        const float D = f16f(ld_u16(blk + QG_Q6K_D));
         const int h = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
         const uint8_t lowb = ql[64 * h + (quarter & 1) * 32 + l];
         const int lo = quarter < 2 ? (lowb & 15) : (lowb >> 4);
@@ -87,8 +88,8 @@ __device__ __forceinline__ float dequant_one(const uint8_t *blk, int e)
         const float a = D * (float)scales[e / 16];
         return a * (float)q;
     } else {
-        const float d = ld_f32(blk);
-        return d * (float)(int8_t)blk[4 + e];
+        const float d = ld_f32(blk + QG_Q8K_D);
+        return d * (float)(int8_t)blk[QG_Q8K_QS + e];
     }
 }
 
@@ -142,6 +143,10 @@ struct lane_blk;
 /* Q4_K / Q5_K: lane j reads qs bytes [16j, 16j+16) = chunk c = j/2, half h = j%2. Runs: low nibbles of
  * bytes 0-7 and 8-15 (k = 64c + 16h + 0..15, sub-block 2c), then the high nibbles (k = 64c + 32 + 16h +
  * 0..15, sub-block 2c+1). Q5_K's fifth bit of element e is bit e/32 of qh[e%32]: bytes 16h..16h+15. */
+/* hdr: one uint4 holds the Q4_K/Q5_K header, x = d | dmin << 16, y, z, w = the 12 scale bytes. */
+static_assert(QG_Q4K_D == 0 && QG_Q4K_DMIN == 2 && QG_Q4K_SCALES == 4 && QG_Q4K_SCALES + QG_Q4K_SCALES_BYTES == 16,
+              "the Q4_K/Q5_K header is one 16-byte load");
+
 template <int T>
 struct lane_blk45 {
     uint4 hdr, qs, qh;
@@ -150,9 +155,9 @@ struct lane_blk45 {
      * the next step's header before working on the current step. */
     __device__ __forceinline__ void load(const uint8_t *blk, int j)
     {
-        hdr = __ldg(reinterpret_cast<const uint4 *>(blk));
-        qs = __ldcs(reinterpret_cast<const uint4 *>(blk + (T == QG_Q4_K ? 16 : 48) + 16 * j));
-        if (T == QG_Q5_K) qh = __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 16 * (j & 1)));
+        hdr = __ldg(reinterpret_cast<const uint4 *>(blk + QG_Q4K_D));
+        qs = __ldcs(reinterpret_cast<const uint4 *>(blk + (T == QG_Q4_K ? QG_Q4K_QS : QG_Q5K_QS) + 16 * j));
+        if (T == QG_Q5_K) qh = __ldcs(reinterpret_cast<const uint4 *>(blk + QG_Q5K_QH + 16 * (j & 1)));
     }
     __device__ __forceinline__ void prep(int j)
     {
@@ -214,15 +219,15 @@ struct lane_blk<QG_Q6_K> {
     __device__ __forceinline__ void load(const uint8_t *blk, int j)
     {
         const int hh = j >> 2, l0 = 8 * (j & 3);
-        const uint8_t *ql = blk + 64 * hh + l0, *qh = blk + 128 + 32 * hh + l0;
+        const uint8_t *ql = blk + QG_Q6K_QL + 64 * hh + l0, *qh = blk + QG_Q6K_QH + 32 * hh + l0;
         L0[0] = ld2x16(ql);
         L0[1] = ld2x16(ql + 4);
         L1[0] = ld2x16(ql + 32);
         L1[1] = ld2x16(ql + 36);
         H[0] = ld2x16(qh);
         H[1] = ld2x16(qh + 4);
-        dbits = __ldg(reinterpret_cast<const uint16_t *>(blk + 208));
-        const uint8_t *scales = blk + 192;
+        dbits = __ldg(reinterpret_cast<const uint16_t *>(blk + QG_Q6K_D));
+        const uint8_t *scales = blk + QG_Q6K_SCALES;
 #pragma unroll
         for (int q = 0; q < 4; q++) sbits[q] = __ldg(scales + 8 * hh + 2 * q + (l0 >> 4));
     }
@@ -257,8 +262,8 @@ struct lane_blk<QG_Q8_K> {
     float d;
     __device__ __forceinline__ void load(const uint8_t *blk, int j)
     {
-        d = __ldg(reinterpret_cast<const float *>(blk));
-        const uint32_t *p = reinterpret_cast<const uint32_t *>(blk + 4 + 32 * j);
+        d = __ldg(reinterpret_cast<const float *>(blk + QG_Q8K_D));
+        const uint32_t *p = reinterpret_cast<const uint32_t *>(blk + QG_Q8K_QS + 32 * j);
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = __ldcs(p + i) ^ 0x80808080u;
     }
