@@ -75,8 +75,12 @@ configure_build fuzz
 mkdir -p build-fuzz/artifacts
 LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp" build-fuzz/bin/fuzz_loader -runs=0 -artifact_prefix=build-fuzz/artifacts/ \
     tests/fuzz/corpus/loader 2>&1 | grep -E '^(Done|#[0-9]+ +DONE)'
-for t in rans_decode rans_roundtrip spqr_layer; do
-    build-fuzz/bin/fuzz_$t -runs=0 -artifact_prefix=build-fuzz/artifacts/ tests/fuzz/corpus/$t 2>&1 | grep -E '^(Done|#[0-9]+ +DONE)'
+# Every other target fuzz_<name> replays tests/fuzz/corpus/<name>.
+for exe in build-fuzz/bin/fuzz_*; do
+    t=${exe##*/fuzz_}
+    [ "$t" = loader ] && continue
+    echo "fuzz_$t:"
+    "$exe" -runs=0 -artifact_prefix=build-fuzz/artifacts/ "tests/fuzz/corpus/$t" 2>&1 | grep -E '^(Done|#[0-9]+ +DONE)'
 done
 echo "fuzz corpus replayed under libFuzzer"
 

@@ -8,6 +8,9 @@
  *   200..299    GGUF K-quants
  *   300..399    SpQR
  *   400..499    rANS tiles
+ *   500..599    GGUF model files (container and tensors)
+ *   600..699    integer formats (INT8, INT4; intq spec)
+ *   700..799    plugins (loading, ABI, isolation)
  * A new code takes the next free number of its range; a removed code leaves a hole.
  */
 #ifndef QGOLD_ERRORS_H
