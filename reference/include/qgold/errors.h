@@ -81,7 +81,14 @@ extern "C" {
     X(rans_size_mismatch, 411, "an rANS caller buffer (weights, scales, output) does not match the container or M x K") \
     X(rans_predictor_invalid, 412, "an rANS predictor mode is not 0..3 or auto") \
     X(rans_container_checksum, 413, "the rANS container checksum (CRC-32 of the whole file, header bytes 56-63) does not match: the file is damaged") \
-    X(rans_container_truncated, 414, "the rANS file is truncated: it is shorter than its header's file_size, than the 64-byte header or than 576 bytes")
+    X(rans_container_truncated, 414, "the rANS file is truncated: it is shorter than its header's file_size, than the 64-byte header or than 576 bytes") \
+    X(int_nonfinite_input, 600, "a value to quantize (or a scale) is NaN or infinite") \
+    X(int_k_too_large, 601, "the reduction length K exceeds what an exact int32 accumulation allows (131071 for int8 x int8)") \
+    X(int_scale_invalid, 602, "a quantization scale is negative, NaN, infinite, or missing (NULL) where the layout needs one") \
+    X(int_group_invalid, 603, "the group size is not allowed for the layout or does not divide the row length") \
+    X(int4_bad_padding, 610, "an odd-K packed int4 row has a nonzero padding nibble") \
+    X(int4_g_idx_invalid, 611, "g_idx holds a group index out of range, or not a valid group assignment") \
+    X(int4_zero_out_of_range, 612, "an int4 zero point is outside 0..15")
 
 typedef enum {
 #define QG_X_ENUM(name, num, msg) QG_ERR_##name = num,
