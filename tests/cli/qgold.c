@@ -12,6 +12,8 @@
 #include "atomic_write.h"
 #include "audit.h"
 #include "bench.h"
+#include "cli.h"
+#include "cmds.h"
 #include "qgold/cpu_features.h"
 #include "qgold/errors.h"
 #include "qgold/kquants.h"
@@ -50,23 +52,9 @@ const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 #endif
 
-#define QG_EXIT_STATUS                                                                                        \
-    "Exit status: 0 success; 1 a failure (check failed, file unreadable, unwritable or of the wrong size,\n" \
-    "invalid data); 2 wrong arguments (unknown or malformed option, shape the format does not allow, input\n" \
-    "and output the same file, QG_FORCE_ISA not one of scalar, avx2, neon).\n"
 
-#define QG_INT_OPTIONS "Numbers are plain decimal digits: no sign, spaces or suffix.\n"
-
-static const char *k_usage_main =
-    "usage: qgold <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  list     one line per format/path/backend: available on this machine or not, and why\n"
-    "  audit    run every registered kernel over every fixture and print a verdict table\n"
-    "  bench    measure kernels against bandwidth (and baselines) measured in the same run\n"
-    "  quantize float32 values -> K-quant blocks (reference quantizer), raw little-endian files\n"
-    "  dequant  K-quant blocks -> float32 values on any backend, raw little-endian files\n"
-    "  rans     encode, decode or check rANS-compressed int8 tile containers\n"
+static const char *k_usage_head = "usage: qgold <command> [options]\n\ncommands:\n";
+static const char *k_usage_tail =
     "\n"
     "qgold <command> --help shows the options of a command. Output files are replaced only when complete\n"
     "(written to a temporary file in the same directory, then renamed): a failed run leaves them unchanged.\n"
@@ -144,13 +132,7 @@ static const char *k_usage_dequant =
     "  --backend B    ref (default), avx2, neon or cuda: every backend gives the same bits\n"
     QG_INT_OPTIONS QG_EXIT_STATUS;
 
-/* "qgold: " + message + the usage; exit status 2. */
-static int usage_error(const char *usage, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static int usage_error(const char *usage, const char *fmt, ...)
+int qgc_usage_error(const char *usage, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -163,7 +145,7 @@ static int usage_error(const char *usage, const char *fmt, ...)
 
 /* The one parser of numeric options: decimal digits only (no sign, space, prefix or suffix), the value
  * in lo..hi; 64-bit overflow is detected, never wrapped. */
-static int parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+int qgc_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     uint64_t v = 0;
     if (s == NULL || *s == '\0') return -1;
@@ -178,13 +160,13 @@ static int parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
-static int bad_number(const char *usage, const char *opt, const char *v, uint64_t lo, uint64_t hi)
+int qgc_bad_number(const char *usage, const char *opt, const char *v, uint64_t lo, uint64_t hi)
 {
-    return usage_error(usage, "%s must be an integer in %llu..%llu, got '%s'", opt, (unsigned long long)lo, (unsigned long long)hi, v);
+    return qgc_usage_error(usage, "%s must be an integer in %llu..%llu, got '%s'", opt, (unsigned long long)lo, (unsigned long long)hi, v);
 }
 
 /* Whether option a is one of the NULL-terminated list (the options that take a value). */
-static int takes_value(const char *a, const char *const *list)
+int qgc_takes_value(const char *a, const char *const *list)
 {
     for (; *list != NULL; list++)
         if (strcmp(a, *list) == 0) return 1;
@@ -194,7 +176,7 @@ static int takes_value(const char *a, const char *const *list)
 static const char *const k_bench_value_opts[] = {"--format", "--backend", "--reps", "--threads", "--json", "--shapes", "--batches", NULL};
 
 /* a * b into *out; -1 (and *out untouched) when the product does not fit in size_t. */
-static int qg_mul_size(size_t a, size_t b, size_t *out)
+int qgc_mul_size(size_t a, size_t b, size_t *out)
 {
     size_t r;
     if (__builtin_mul_overflow(a, b, &r)) return -1;
@@ -203,7 +185,7 @@ static int qg_mul_size(size_t a, size_t b, size_t *out)
 }
 
 /* An invalid QG_FORCE_ISA is a usage error of every command, with the registry's one message. */
-static int forced_isa_error(void)
+int qgc_forced_isa_error(void)
 {
     char msg[160];
     if (qg_forced_isa_error(msg, sizeof msg) == NULL) return 0;
@@ -212,7 +194,7 @@ static int forced_isa_error(void)
 }
 
 /* Writes buf to path atomically; 1 with the reason on failure. */
-static int write_output(const char *path, const void *buf, size_t n)
+int qgc_write_output(const char *path, const void *buf, size_t n)
 {
     int e = qg_atomic_write(path, buf, n);
     if (e == 0) return 0;
@@ -221,22 +203,22 @@ static int write_output(const char *path, const void *buf, size_t n)
 }
 
 /* Whether two paths name one existing file (hard links and other spellings included). */
-static int same_file(const char *a, const char *b)
+int qgc_same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     if (a == NULL || b == NULL || stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-static int refuse_same_file(const char *usage, const char *in_opt, const char *in, const char *out)
+int qgc_refuse_same_file(const char *usage, const char *in_opt, const char *in, const char *out)
 {
-    return usage_error(usage, "%s %s and --out %s are the same file (the output would destroy the input)", in_opt, in, out);
+    return qgc_usage_error(usage, "%s %s and --out %s are the same file (the output would destroy the input)", in_opt, in, out);
 }
 
 /* Reads a whole input. want: the exact byte count required, or SIZE_MAX for any (*got receives the
  * count; may be NULL). Regular files are sized first, so nothing is allocated for a file of the wrong
  * size; pipes and devices are read to their end. NULL, with a named error, on any failure. */
-static void *read_input(const char *path, size_t want, const char *what, size_t *got)
+void *qgc_read_input(const char *path, size_t want, const char *what, size_t *got)
 {
     const char *io = qg_error_name(QG_ERR_io_failed);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -352,7 +334,7 @@ static int exe_dir(char *buf, size_t len)
 }
 
 /* The default of --golden (see k_usage_audit) into buf; 0, or 1 with a message naming every place tried. */
-static int find_golden(char *buf, size_t len)
+int qgc_find_golden(char *buf, size_t len)
 {
     const char *env = getenv("QGOLD_GOLDEN");
     if (env != NULL && env[0] != '\0') {
@@ -399,14 +381,14 @@ static int find_golden(char *buf, size_t len)
     return 1;
 }
 
-static int format_known(const char *f)
+int qgc_format_known(const char *f)
 {
     for (size_t i = 0; i < qg_registry_count(); i++)
         if (strcmp(qg_registry_at(i)->format, f) == 0) return 1;
     return 0;
 }
 
-static const char *tier_name(qg_tier t) { return t == QG_TIER_EXACT ? "exact" : "bounded"; }
+const char *qgc_tier_name(qg_tier t) { return t == QG_TIER_EXACT ? "exact" : "bounded"; }
 
 static int cmd_list(int argc, char **argv)
 {
@@ -416,11 +398,11 @@ static int cmd_list(int argc, char **argv)
             printf("%s", k_usage_list);
             return 0;
         } else if (strcmp(argv[i], "--format") == 0) {
-            if (i + 1 >= argc) return usage_error(k_usage_list, "option %s needs a value", argv[i]);
+            if (i + 1 >= argc) return qgc_usage_error(k_usage_list, "option %s needs a value", argv[i]);
             format = argv[++i];
-            if (!format_known(format)) return usage_error(k_usage_list, "unknown format '%s'", format);
+            if (!qgc_format_known(format)) return qgc_usage_error(k_usage_list, "unknown format '%s'", format);
         } else {
-            return usage_error(k_usage_list, "unexpected argument '%s'", argv[i]);
+            return qgc_usage_error(k_usage_list, "unexpected argument '%s'", argv[i]);
         }
     }
     printf("%-8s %-14s %-6s %-8s %-11s %s\n", "format", "path", "backend", "tier", "status", "kernel / reason");
@@ -429,18 +411,15 @@ static int cmd_list(int argc, char **argv)
         if (format != NULL && strcmp(k->format, format) != 0) continue;
         char why[200] = "";
         int ok = qg_kernel_available(k, why, sizeof why);
-        printf("%-8s %-14s %-6s  %-8s %-11s %s\n", k->format, k->path, qg_backend_name(k->backend), tier_name(k->numerics.tier),
+        printf("%-8s %-14s %-6s  %-8s %-11s %s\n", k->format, k->path, qg_backend_name(k->backend), qgc_tier_name(k->numerics.tier),
                ok ? "available" : "unavailable", ok ? k->name : why);
     }
     return 0;
 }
 
-typedef struct {
-    FILE *json;
-    int first;
-} sink_ctx;
 
-static void json_str(FILE *fp, const char *s)
+
+void qgc_json_str(FILE *fp, const char *s)
 {
     fputc('"', fp);
     for (; *s; s++) {
@@ -452,31 +431,37 @@ static void json_str(FILE *fp, const char *s)
     fputc('"', fp);
 }
 
-static const char *verdict_name(qg_audit_verdict v) { return v == QG_AUDIT_PASS ? "PASS" : v == QG_AUDIT_FAIL ? "FAIL" : "SKIP"; }
+const char *qgc_verdict_name(qg_audit_verdict v) { return v == QG_AUDIT_PASS ? "PASS" : v == QG_AUDIT_FAIL ? "FAIL" : "SKIP"; }
 
-static void print_row(const qg_audit_row *r, void *vctx)
+void qgc_table_header(void)
+{
+    printf("%-7s %-12s %-7s %-24s %6s %10s  %-7s %-7s %s\n", "format", "path", "backend", "file", "cases", "elements", "tier", "worst",
+           "verdict");
+}
+
+void qgc_print_row(const qg_audit_row *r, void *vctx)
 {
     sink_ctx *c = vctx;
     char ratio[32] = "-";
     if (r->verdict != QG_AUDIT_SKIP && r->tier == QG_TIER_BOUNDED) snprintf(ratio, sizeof ratio, "%.3f", r->worst_ratio);
     printf("%-7s %-12s %-7s %-24s %6zu %10zu  %-7s %-7s %s\n", r->format, r->path, r->backend, r->file, r->cases, r->elements,
-           r->verdict == QG_AUDIT_SKIP ? "-" : tier_name(r->tier), ratio, verdict_name(r->verdict));
+           r->verdict == QG_AUDIT_SKIP ? "-" : qgc_tier_name(r->tier), ratio, qgc_verdict_name(r->verdict));
     if (r->verdict != QG_AUDIT_PASS) printf("        %s\n", r->detail);
     fflush(stdout);
     if (c->json != NULL) {
         fprintf(c->json, "%s\n    {\"format\": ", c->first ? "" : ",");
-        json_str(c->json, r->format);
+        qgc_json_str(c->json, r->format);
         fprintf(c->json, ", \"path\": ");
-        json_str(c->json, r->path);
+        qgc_json_str(c->json, r->path);
         fprintf(c->json, ", \"backend\": ");
-        json_str(c->json, r->backend);
+        qgc_json_str(c->json, r->backend);
         fprintf(c->json, ", \"kernel\": ");
-        json_str(c->json, r->kernel);
+        qgc_json_str(c->json, r->kernel);
         fprintf(c->json, ", \"file\": ");
-        json_str(c->json, r->file);
+        qgc_json_str(c->json, r->file);
         fprintf(c->json, ", \"cases\": %zu, \"elements\": %zu, \"tier\": \"%s\", \"worst_ratio\": %.17g, \"verdict\": \"%s\", \"detail\": ",
-                r->cases, r->elements, tier_name(r->tier), r->worst_ratio, verdict_name(r->verdict));
-        json_str(c->json, r->detail);
+                r->cases, r->elements, qgc_tier_name(r->tier), r->worst_ratio, qgc_verdict_name(r->verdict));
+        qgc_json_str(c->json, r->detail);
         fprintf(c->json, "}");
         c->first = 0;
     }
@@ -495,13 +480,13 @@ static int cmd_audit(int argc, char **argv)
         }
         if (i + 1 >= argc && (strcmp(a, "--format") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--golden") == 0 ||
                               strcmp(a, "--json") == 0))
-            return usage_error(k_usage_audit, "option %s needs a value", a);
+            return qgc_usage_error(k_usage_audit, "option %s needs a value", a);
         if (strcmp(a, "--format") == 0) {
             o.format = argv[++i];
-            if (!format_known(o.format)) return usage_error(k_usage_audit, "unknown format '%s' (see qgold list)", o.format);
+            if (!qgc_format_known(o.format)) return qgc_usage_error(k_usage_audit, "unknown format '%s' (see qgold list)", o.format);
         } else if (strcmp(a, "--backend") == 0) {
             o.backend = qg_backend_from_name(argv[++i]);
-            if (o.backend < 0) return usage_error(k_usage_audit, "unknown backend '%s' (ref, avx2, neon, cuda)", argv[i]);
+            if (o.backend < 0) return qgc_usage_error(k_usage_audit, "unknown backend '%s' (ref, avx2, neon, cuda)", argv[i]);
         } else if (strcmp(a, "--golden") == 0) {
             o.golden_dir = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
@@ -509,11 +494,11 @@ static int cmd_audit(int argc, char **argv)
         } else if (strcmp(a, "--no-manifest") == 0) {
             o.no_manifest = 1;
         } else {
-            return usage_error(k_usage_audit, "unexpected argument '%s'", a);
+            return qgc_usage_error(k_usage_audit, "unexpected argument '%s'", a);
         }
     }
     if (o.golden_dir == NULL) {
-        if (find_golden(golden, sizeof golden) != 0) return 1;
+        if (qgc_find_golden(golden, sizeof golden) != 0) return 1;
         o.golden_dir = golden;
     }
     qg_err ge;
@@ -538,18 +523,17 @@ static int cmd_audit(int argc, char **argv)
     printf("qgold audit: golden %s; manifest: %s; cpu features:%s%s; gpu: %s\n", o.golden_dir,
            o.no_manifest ? "not checked (--no-manifest)" : "checked", (qg_cpu_features() & QG_CPU_AVX2) ? " avx2" : "",
            (qg_cpu_features() & QG_CPU_NEON) ? " neon" : "", gpu);
-    printf("%-7s %-12s %-7s %-24s %6s %10s  %-7s %-7s %s\n", "format", "path", "backend", "file", "cases", "elements", "tier", "worst",
-           "verdict");
+    qgc_table_header();
     if (c.json != NULL) {
         fprintf(c.json, "{\n  \"golden\": ");
-        json_str(c.json, o.golden_dir);
+        qgc_json_str(c.json, o.golden_dir);
         fprintf(c.json, ",\n  \"manifest\": \"%s\"", o.no_manifest ? "not checked" : "checked");
         fprintf(c.json, ",\n  \"gpu\": ");
-        json_str(c.json, gpu);
+        qgc_json_str(c.json, gpu);
         fprintf(c.json, ",\n  \"rows\": [");
     }
     qg_audit_summary s;
-    int rc = qg_audit(&o, print_row, &c, &s);
+    int rc = qg_audit(&o, qgc_print_row, &c, &s);
     printf("\n%zu passed, %zu failed, %zu skipped%s\n", s.pass, s.fail, s.skip, o.no_manifest ? " (manifest: not checked)" : "");
     if (c.json != NULL) {
         fprintf(c.json, "\n  ],\n  \"passed\": %zu, \"failed\": %zu, \"skipped\": %zu\n}\n", s.pass, s.fail, s.skip);
@@ -579,19 +563,19 @@ static int cmd_bench(int argc, char **argv)
             o.quick = 1;
             continue;
         }
-        if (i + 1 >= argc) return usage_error(k_usage_bench, takes_value(a, k_bench_value_opts) ? "option %s needs a value" : "unexpected argument '%s'", a);
+        if (i + 1 >= argc) return qgc_usage_error(k_usage_bench, qgc_takes_value(a, k_bench_value_opts) ? "option %s needs a value" : "unexpected argument '%s'", a);
         const char *v = argv[++i];
         uint64_t num = 0;
         if (strcmp(a, "--format") == 0) {
-            if (!format_known(v)) return usage_error(k_usage_bench, "unknown format '%s' (see qgold list)", v);
+            if (!qgc_format_known(v)) return qgc_usage_error(k_usage_bench, "unknown format '%s' (see qgold list)", v);
             o.format = v;
         } else if (strcmp(a, "--backend") == 0) {
-            if ((o.backend = qg_backend_from_name(v)) < 0) return usage_error(k_usage_bench, "unknown backend '%s'", v);
+            if ((o.backend = qg_backend_from_name(v)) < 0) return qgc_usage_error(k_usage_bench, "unknown backend '%s'", v);
         } else if (strcmp(a, "--reps") == 0) {
-            if (parse_uint(v, 7, 63, &num) != 0) return bad_number(k_usage_bench, "--reps", v, 7, 63);
+            if (qgc_parse_uint(v, 7, 63, &num) != 0) return qgc_bad_number(k_usage_bench, "--reps", v, 7, 63);
             o.reps = (int)num;
         } else if (strcmp(a, "--threads") == 0) {
-            if (parse_uint(v, 1, 256, &num) != 0) return bad_number(k_usage_bench, "--threads", v, 1, 256);
+            if (qgc_parse_uint(v, 1, 256, &num) != 0) return qgc_bad_number(k_usage_bench, "--threads", v, 1, 256);
             o.threads = (int)num;
         } else if (strcmp(a, "--json") == 0) {
             json_path = v;
@@ -600,13 +584,13 @@ static int cmd_bench(int argc, char **argv)
         } else if (strcmp(a, "--batches") == 0) {
             o.batches = v;
         } else {
-            return usage_error(k_usage_bench, "unexpected argument '%s'", a);
+            return qgc_usage_error(k_usage_bench, "unexpected argument '%s'", a);
         }
     }
-    if (o.format == NULL) return usage_error(k_usage_bench, "%s", "--format is required");
+    if (o.format == NULL) return qgc_usage_error(k_usage_bench, "%s", "--format is required");
     char why[300];
     const int bad = qg_bench_check(&o, why, sizeof why);
-    if (bad == 2) return usage_error(k_usage_bench, "%s", why);
+    if (bad == 2) return qgc_usage_error(k_usage_bench, "%s", why);
     if (bad) {
         fprintf(stderr, "qgold: %s\n", why);
         return 1;
@@ -639,21 +623,21 @@ static int parse_kq_io(int argc, char **argv, const char *usage, int quantize, k
             a->strict = 1;
             continue;
         }
-        if (!takes_value(k, value_opts) || (quantize && strcmp(k, "--backend") == 0))
-            return usage_error(usage, "unexpected argument '%s'", k);
-        if (i + 1 >= argc) return usage_error(usage, "option %s needs a value", k);
+        if (!qgc_takes_value(k, value_opts) || (quantize && strcmp(k, "--backend") == 0))
+            return qgc_usage_error(usage, "unexpected argument '%s'", k);
+        if (i + 1 >= argc) return qgc_usage_error(usage, "option %s needs a value", k);
         const char *v = argv[++i];
         if (strcmp(k, "--format") == 0) a->format = v;
         else if (strcmp(k, "--in") == 0) a->in = v;
         else if (strcmp(k, "--out") == 0) a->out = v;
         else if (strcmp(k, "--backend") == 0) a->backend = v;
-        else if (parse_uint(v, 1, (uint64_t)1 << 40, strcmp(k, "--rows") == 0 ? &a->rows : &a->cols) != 0)
-            return bad_number(usage, k, v, 1, (uint64_t)1 << 40);
+        else if (qgc_parse_uint(v, 1, (uint64_t)1 << 40, strcmp(k, "--rows") == 0 ? &a->rows : &a->cols) != 0)
+            return qgc_bad_number(usage, k, v, 1, (uint64_t)1 << 40);
     }
     if (!a->format || !a->in || !a->out || !a->rows || !a->cols)
-        return usage_error(usage, "%s", "--format, --rows, --cols, --in and --out are required");
-    if (qg_kq_from_name(a->format) < 0) return usage_error(usage, "unknown K-quant format '%s' (q4_k, q5_k, q6_k, q8_k)", a->format);
-    if (same_file(a->in, a->out)) return refuse_same_file(usage, "--in", a->in, a->out);
+        return qgc_usage_error(usage, "%s", "--format, --rows, --cols, --in and --out are required");
+    if (qg_kq_from_name(a->format) < 0) return qgc_usage_error(usage, "unknown K-quant format '%s' (q4_k, q5_k, q6_k, q8_k)", a->format);
+    if (qgc_same_file(a->in, a->out)) return qgc_refuse_same_file(usage, "--in", a->in, a->out);
     return 0;
 }
 
@@ -670,11 +654,11 @@ static int kq_sizes(qg_ktype t, const kq_io_args *a, size_t *values, size_t *blo
 {
     size_t n;
     if (a->cols % QG_QK_K != 0) return kq_fail(QG_ERR_kq_cols_not_multiple, a, NULL);
-    if (a->rows > SIZE_MAX || a->cols > SIZE_MAX || qg_mul_size((size_t)a->rows, (size_t)a->cols, &n) != 0 ||
-        qg_mul_size(n, sizeof(float), values) != 0)
+    if (a->rows > SIZE_MAX || a->cols > SIZE_MAX || qgc_mul_size((size_t)a->rows, (size_t)a->cols, &n) != 0 ||
+        qgc_mul_size(n, sizeof(float), values) != 0)
         return kq_fail(QG_ERR_shape_invalid, a, "rows * cols * 4 bytes do not fit in this machine's size_t");
     /* blocks <= values: a block is at most 292 bytes for 256 values of 4 bytes */
-    if (qg_mul_size((size_t)a->rows, (size_t)a->cols / QG_QK_K * qg_kq_block_bytes(t), blocks) != 0)
+    if (qgc_mul_size((size_t)a->rows, (size_t)a->cols / QG_QK_K * qg_kq_block_bytes(t), blocks) != 0)
         return kq_fail(QG_ERR_shape_invalid, a, "the block bytes do not fit in this machine's size_t");
     return 0;
 }
@@ -688,7 +672,7 @@ static int cmd_quantize(int argc, char **argv)
     size_t nvalues, nbytes;
     if ((rc = kq_sizes(t, &a, &nvalues, &nbytes)) != 0) return rc;
     const size_t rows = (size_t)a.rows, cols = (size_t)a.cols, per_row = cols / QG_QK_K;
-    float *x = read_input(a.in, nvalues, "rows * cols float32 values", NULL);
+    float *x = qgc_read_input(a.in, nvalues, "rows * cols float32 values", NULL);
     if (x == NULL) return 1;
     uint8_t *blocks = malloc(nbytes), *in_domain = malloc(rows * per_row);
     size_t outside = 0;
@@ -710,7 +694,7 @@ static int cmd_quantize(int argc, char **argv)
                     qg_error_name(QG_ERR_kq_input_out_of_domain), qg_error_message(QG_ERR_kq_input_out_of_domain), where);
         }
     }
-    if (rc == 0 && (rc = write_output(a.out, blocks, nbytes)) == 0)
+    if (rc == 0 && (rc = qgc_write_output(a.out, blocks, nbytes)) == 0)
         printf("qgold: %zu x %zu float32 -> %zu bytes of %s (%zu blocks)\n", rows, cols, nbytes, a.format, rows * per_row);
     free(x);
     free(blocks);
@@ -725,7 +709,7 @@ static int cmd_dequant(int argc, char **argv)
     if (rc || help) return rc;
     const qg_ktype t = (qg_ktype)qg_kq_from_name(a.format);
     int be = a.backend ? qg_backend_from_name(a.backend) : QG_BACKEND_REF;
-    if (be < 0) return usage_error(k_usage_dequant, "unknown backend '%s' (ref, avx2, neon, cuda)", a.backend);
+    if (be < 0) return qgc_usage_error(k_usage_dequant, "unknown backend '%s' (ref, avx2, neon, cuda)", a.backend);
     size_t nvalues, nbytes;
     if ((rc = kq_sizes(t, &a, &nvalues, &nbytes)) != 0) return rc;
     const qg_kernel *k = qg_registry_find(qg_kq_name(t), "dequant", (qg_backend)be);
@@ -736,12 +720,12 @@ static int cmd_dequant(int argc, char **argv)
         return 1;
     }
     const size_t rows = (size_t)a.rows, cols = (size_t)a.cols;
-    uint8_t *blocks = read_input(a.in, nbytes, "rows * cols/256 * block bytes", NULL);
+    uint8_t *blocks = qgc_read_input(a.in, nbytes, "rows * cols/256 * block bytes", NULL);
     if (blocks == NULL) return 1;
     float *y = malloc(nvalues);
     rc = y ? k->fn.kq_dequant.f32(t, blocks, nbytes, rows, cols, y) : QG_ERR_alloc_failed;
     if (rc != QG_ERR_ok) rc = kq_fail(rc, &a, NULL);
-    else if ((rc = write_output(a.out, y, nvalues)) == 0)
+    else if ((rc = qgc_write_output(a.out, y, nvalues)) == 0)
         printf("qgold: %zu bytes of %s -> %zu x %zu float32 (%s)\n", nbytes, a.format, rows, cols, k->name);
     free(blocks);
     free(y);
@@ -789,7 +773,7 @@ static const char *rans_where(int rc)
 static int rans_check_file(const char *path)
 {
     size_t len = 0;
-    uint8_t *buf = read_input(path, SIZE_MAX, "", &len);
+    uint8_t *buf = qgc_read_input(path, SIZE_MAX, "", &len);
     if (buf == NULL) return 1;
     qg_rans_header h;
     int rc = qg_rans_check(buf, len, &h);
@@ -821,14 +805,14 @@ static int rans_check_file(const char *path)
 
 static int cmd_rans(int argc, char **argv)
 {
-    if (argc < 1) return usage_error(k_usage_rans, "%s", "rans needs a subcommand (encode, decode, check)");
+    if (argc < 1) return qgc_usage_error(k_usage_rans, "%s", "rans needs a subcommand (encode, decode, check)");
     const char *sub = argv[0];
     if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
         printf("%s", k_usage_rans);
         return 0;
     }
     if (strcmp(sub, "encode") != 0 && strcmp(sub, "decode") != 0 && strcmp(sub, "check") != 0)
-        return usage_error(k_usage_rans, "unknown rans subcommand '%s'", sub);
+        return qgc_usage_error(k_usage_rans, "unknown rans subcommand '%s'", sub);
     const char *in = NULL, *out = NULL, *scales = NULL, *pred = NULL, *file = NULL;
     uint64_t rows = UINT64_MAX, cols = UINT64_MAX; /* UINT64_MAX: not given */
     int checksums = 0;
@@ -844,12 +828,12 @@ static int cmd_rans(int argc, char **argv)
         }
         if (strcmp(k, "--checksums") == 0) {
             if (strcmp(sub, "encode") != 0)
-                return usage_error(k_usage_rans, "--checksums applies to encode; rans %s always verifies the checksums a container carries", sub);
+                return qgc_usage_error(k_usage_rans, "--checksums applies to encode; rans %s always verifies the checksums a container carries", sub);
             checksums = 1;
             continue;
         }
-        if (k[0] != '-' || (strcmp(sub, "check") == 0)) return usage_error(k_usage_rans, "unexpected argument '%s'", k);
-        if (i + 1 >= argc) return usage_error(k_usage_rans, "option %s needs a value", k);
+        if (k[0] != '-' || (strcmp(sub, "check") == 0)) return qgc_usage_error(k_usage_rans, "unexpected argument '%s'", k);
+        if (i + 1 >= argc) return qgc_usage_error(k_usage_rans, "option %s needs a value", k);
         const char *v = argv[++i];
         const int enc = strcmp(sub, "encode") == 0;
         if (strcmp(k, "--in") == 0) in = v;
@@ -857,18 +841,18 @@ static int cmd_rans(int argc, char **argv)
         else if (enc && strcmp(k, "--scales") == 0) scales = v;
         else if (enc && strcmp(k, "--predictor") == 0) pred = v;
         else if (enc && (strcmp(k, "--rows") == 0 || strcmp(k, "--cols") == 0)) {
-            if (parse_uint(v, 0, UINT32_MAX, k[2] == 'r' ? &rows : &cols) != 0) return bad_number(k_usage_rans, k, v, 0, UINT32_MAX);
-        } else return usage_error(k_usage_rans, "unexpected argument '%s'", k);
+            if (qgc_parse_uint(v, 0, UINT32_MAX, k[2] == 'r' ? &rows : &cols) != 0) return qgc_bad_number(k_usage_rans, k, v, 0, UINT32_MAX);
+        } else return qgc_usage_error(k_usage_rans, "unexpected argument '%s'", k);
     }
     if (strcmp(sub, "check") == 0) {
-        if (file == NULL) return usage_error(k_usage_rans, "%s", "rans check needs a file");
+        if (file == NULL) return qgc_usage_error(k_usage_rans, "%s", "rans check needs a file");
         return rans_check_file(file);
     }
     if (strcmp(sub, "decode") == 0) {
-        if (in == NULL || out == NULL) return usage_error(k_usage_rans, "%s", "rans decode needs --in and --out");
-        if (same_file(in, out)) return refuse_same_file(k_usage_rans, "--in", in, out);
+        if (in == NULL || out == NULL) return qgc_usage_error(k_usage_rans, "%s", "rans decode needs --in and --out");
+        if (qgc_same_file(in, out)) return qgc_refuse_same_file(k_usage_rans, "--in", in, out);
         size_t len = 0;
-        uint8_t *buf = read_input(in, SIZE_MAX, "", &len);
+        uint8_t *buf = qgc_read_input(in, SIZE_MAX, "", &len);
         if (buf == NULL) return 1;
         qg_rans_header h;
         int rc = qg_rans_check(buf, len, &h);
@@ -877,35 +861,35 @@ static int cmd_rans(int argc, char **argv)
             return rans_fail(in, rc, rans_where(rc));
         }
         size_t n = SIZE_MAX;
-        uint8_t *w = qg_mul_size(h.M, h.K, &n) == 0 ? malloc(n ? n : 1) : NULL;
+        uint8_t *w = qgc_mul_size(h.M, h.K, &n) == 0 ? malloc(n ? n : 1) : NULL;
         rc = w ? qg_rans_decode_ref(buf, len, w, n) : QG_ERR_alloc_failed;
         if (rc != QG_ERR_ok) rans_fail(in, rc, "decoding (qgold rans check names the tile)");
-        else if ((rc = write_output(out, w, n)) == 0) printf("qgold: %zu bytes of rans -> %u x %u int8\n", len, h.M, h.K);
+        else if ((rc = qgc_write_output(out, w, n)) == 0) printf("qgold: %zu bytes of rans -> %u x %u int8\n", len, h.M, h.K);
         free(buf);
         free(w);
         return rc ? 1 : 0;
     }
     if (in == NULL || out == NULL || scales == NULL || rows == UINT64_MAX || cols == UINT64_MAX)
-        return usage_error(k_usage_rans, "%s", "rans encode needs --rows, --cols, --in, --scales and --out");
-    if (same_file(in, out)) return refuse_same_file(k_usage_rans, "--in", in, out);
-    if (same_file(scales, out)) return refuse_same_file(k_usage_rans, "--scales", scales, out);
+        return qgc_usage_error(k_usage_rans, "%s", "rans encode needs --rows, --cols, --in, --scales and --out");
+    if (qgc_same_file(in, out)) return qgc_refuse_same_file(k_usage_rans, "--in", in, out);
+    if (qgc_same_file(scales, out)) return qgc_refuse_same_file(k_usage_rans, "--scales", scales, out);
     int mode = QG_RANS_AUTO;
     if (pred != NULL && strcmp(pred, "auto") != 0) {
         uint64_t m;
-        if (parse_uint(pred, 0, 3, &m) != 0) return usage_error(k_usage_rans, "--predictor takes auto, 0, 1, 2 or 3, got '%s'", pred);
+        if (qgc_parse_uint(pred, 0, 3, &m) != 0) return qgc_usage_error(k_usage_rans, "--predictor takes auto, 0, 1, 2 or 3, got '%s'", pred);
         mode = (int)m;
     }
     const uint32_t M = (uint32_t)rows, K = (uint32_t)cols;
     size_t n, nscale, ntiles;
-    if (qg_mul_size(M, K, &n) != 0 || qg_mul_size(M, sizeof(float), &nscale) != 0 ||
-        qg_mul_size((M + 255ull) / 256, (K + 255ull) / 256, &ntiles) != 0) {
+    if (qgc_mul_size(M, K, &n) != 0 || qgc_mul_size(M, sizeof(float), &nscale) != 0 ||
+        qgc_mul_size((M + 255ull) / 256, (K + 255ull) / 256, &ntiles) != 0) {
         fprintf(stderr, "qgold: %s: %s (rows %u, cols %u: the sizes do not fit in this machine's size_t)\n", qg_error_name(QG_ERR_shape_invalid),
                 qg_error_message(QG_ERR_shape_invalid), M, K);
         return 2;
     }
     /* Inputs first: once they have their exact sizes, every allocation below is bounded by them. */
-    uint8_t *w = read_input(in, n, "rows * cols int8 codes", NULL);
-    float *sc = w ? read_input(scales, nscale, "rows float32 scales", NULL) : NULL;
+    uint8_t *w = qgc_read_input(in, n, "rows * cols int8 codes", NULL);
+    float *sc = w ? qgc_read_input(scales, nscale, "rows float32 scales", NULL) : NULL;
     uint8_t *modes = sc ? malloc(ntiles ? ntiles : 1) : NULL, *c = NULL;
     size_t len = 0;
     int rc = 1;
@@ -914,7 +898,7 @@ static int cmd_rans(int argc, char **argv)
         memset(modes, mode, ntiles);
         rc = qg_rans_encode(w, sc, M, K, modes, checksums, &c, &len);
         if (rc != QG_ERR_ok) rc = rans_fail(in, rc, "encoding");
-        else if ((rc = write_output(out, c, len)) == 0)
+        else if ((rc = qgc_write_output(out, c, len)) == 0)
             printf("qgold: %u x %u int8 -> %zu bytes of rans, ratio %.4f\n", M, K, len, n ? (double)len / (double)n : 0.0);
     }
     free(w);
@@ -924,29 +908,51 @@ static int cmd_rans(int argc, char **argv)
     return rc ? 1 : 0;
 }
 
+static int cmd_list(int argc, char **argv);
+static int cmd_audit(int argc, char **argv);
+static int cmd_bench(int argc, char **argv);
+static int cmd_quantize(int argc, char **argv);
+static int cmd_dequant(int argc, char **argv);
+static int cmd_rans(int argc, char **argv);
+
+/* One row per command; a new command adds its row here and its declaration to cmds.h. */
+const qgc_command qgc_commands[] = {
+    {"list", cmd_list, "one line per format/path/backend: available on this machine or not, and why"},
+    {"audit", cmd_audit, "run every registered kernel over every fixture and print a verdict table"},
+    {"bench", cmd_bench, "measure kernels against bandwidth (and baselines) measured in the same run"},
+    {"quantize", cmd_quantize, "float32 values -> K-quant blocks (reference quantizer), raw little-endian files"},
+    {"dequant", cmd_dequant, "K-quant blocks -> float32 values on any backend, raw little-endian files"},
+    {"rans", cmd_rans, "encode, decode or check rANS-compressed int8 tile containers"},
+};
+const unsigned qgc_command_count = sizeof qgc_commands / sizeof qgc_commands[0];
+
+static void print_usage_main(FILE *fp)
+{
+    fputs(k_usage_head, fp);
+    for (unsigned c = 0; c < qgc_command_count; c++) fprintf(fp, "  %-8s %s\n", qgc_commands[c].name, qgc_commands[c].summary);
+    fputs(k_usage_tail, fp);
+}
+
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        int (*fn)(int, char **);
-    } k_cmds[] = {{"list", cmd_list},         {"audit", cmd_audit},     {"bench", cmd_bench},
-                  {"quantize", cmd_quantize}, {"dequant", cmd_dequant}, {"rans", cmd_rans}};
     g_argv0 = argv[0];
     if (argc < 2) {
-        fprintf(stderr, "%s", k_usage_main);
+        print_usage_main(stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        printf("%s", k_usage_main);
+        print_usage_main(stdout);
         return 0;
     }
-    for (size_t c = 0; c < sizeof k_cmds / sizeof k_cmds[0]; c++) {
-        if (strcmp(cmd, k_cmds[c].name) != 0) continue;
+    for (unsigned c = 0; c < qgc_command_count; c++) {
+        if (strcmp(cmd, qgc_commands[c].name) != 0) continue;
         int help = 0;
         for (int i = 2; i < argc; i++) help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
-        const int rc = help ? 0 : forced_isa_error(); /* the same exit status and message for every command */
-        return rc ? rc : k_cmds[c].fn(argc - 2, argv + 2);
+        const int rc = help ? 0 : qgc_forced_isa_error(); /* the same exit status and message for every command */
+        return rc ? rc : qgc_commands[c].fn(argc - 2, argv + 2);
     }
-    return usage_error(k_usage_main, "unknown command '%s'", cmd);
+    fprintf(stderr, "qgold: unknown command '%s'\n\n", cmd);
+    print_usage_main(stderr);
+    return 2;
 }
