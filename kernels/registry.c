@@ -241,24 +241,7 @@ int qg_backend_available(qg_backend b, char *why, size_t why_len)
     }
 }
 
-int qg_kernel_built(const qg_kernel *k)
-{
-    switch (k->kind) {
-    case QG_KIND_CONVERT: return k->fn.convert != NULL;
-    case QG_KIND_KQ_DEQUANT: return k->fn.kq_dequant.f32 != NULL && k->fn.kq_dequant.f16 != NULL;
-    case QG_KIND_KQ_QUANTIZE: return k->fn.kq_quantize != NULL;
-    case QG_KIND_KQ_DOT: return k->fn.kq_dot != NULL;
-    case QG_KIND_KQ_GEMV: return k->fn.kq_gemv != NULL;
-    case QG_KIND_SPQR_DEQUANT: return k->fn.spqr_dequant != NULL;
-    case QG_KIND_SPQR_GEMV: return k->fn.spqr_gemv != NULL;
-    case QG_KIND_RANS_NORMALIZE: return k->fn.rans_normalize != NULL;
-    case QG_KIND_RANS_ENCODE: return k->fn.rans_encode != NULL;
-    case QG_KIND_RANS_DECODE: return k->fn.rans_decode != NULL;
-    case QG_KIND_RANS_GEMV: return k->fn.rans_gemv != NULL;
-    case QG_KIND_INT8_GEMV: return k->fn.int8_gemv != NULL;
-    }
-    return 0;
-}
+int qg_kernel_built(const qg_kernel *k) { return k != NULL && k->fn.any != NULL; }
 
 int qg_kernel_available(const qg_kernel *k, char *why, size_t why_len)
 {

@@ -110,7 +110,11 @@ typedef struct qg_kernel {
     qg_elem in_elem, out_elem;
     qg_numerics numerics;     /* float32 output (or the only output) */
     qg_numerics numerics_f16; /* fp16 output, where the kernel has one */
+    /* The kernel, through the member of its kind; `any` aliases whichever member is set (the first
+     * function of a struct member), so "is it built" needs no switch on the kind. A kind whose
+     * struct member holds several functions sets all or none of them. */
     union {
+        void (*any)(void);
         qg_convert_fn convert;
         struct {
             qg_kq_dequant_f32_fn f32;
