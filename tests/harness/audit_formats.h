@@ -1,6 +1,7 @@
-/* Internal to the audit: the per-format case runners that live in their own files (audit_spqr.c,
- * audit_rans.c) and the helpers of audit.c they share. A runner checks one fixture case with one
- * kernel, at the kernel's tier, through guarded calls (guard.h), and adds what it compared to `row`. */
+/* Internal to the audit: the helpers (audit_common.c) every per-format runner (audit_<format>.c)
+ * shares. A runner checks one fixture case with one kernel, at the kernel's tier, through guarded
+ * calls (guard.h), and adds what it compared to `row`; it is reached through its kind's descriptor
+ * (kinds.h). */
 #ifndef QGOLD_AUDIT_FORMATS_H
 #define QGOLD_AUDIT_FORMATS_H
 
@@ -23,7 +24,9 @@ typedef int (*qga_column_fn)(void *ctx, size_t b, void *out);
 int qga_batch_invariance(qgh_file *f, const qgh_case_info *ci, qga_column_fn alone, void *ctx, const float *y, size_t batch,
                          size_t m, float *yb, qg_err *e);
 
-int qga_run_spqr_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e);
-int qga_run_rans_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e);
+/* How fixtures store an element type: the HDF5 integer type and the `dtype` attribute (NULL if none). */
+void qga_storage_of(qg_elem t, qgh_dtype *dt, const char **logical);
+/* The rows / cols / batch attributes (each pointer optional), range-checked. */
+int qga_read_dims(qgh_file *f, const qgh_case_info *ci, int64_t *rows, int64_t *cols, int64_t *batch, qg_err *e);
 
 #endif

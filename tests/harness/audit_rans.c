@@ -8,6 +8,7 @@
  * calls are sized from its M and K fields when they are readable and small, and are at least 1 element.
  */
 #include "audit_formats.h"
+#include "kinds.h"
 
 #include "compare.h"
 #include "fixture.h"
@@ -326,16 +327,38 @@ done:
     return rc;
 }
 
-int qga_run_rans_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e)
+/* Decoders and the fused product also meet the corrupt corpus: every reader must name the error. */
+static int run_decode_any(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e)
 {
-    const int corrupt = strcmp(ci->path, "corrupt") == 0;
-    switch (k->kind) {
-    case QG_KIND_RANS_NORMALIZE: return run_normalize(k, f, ci, row, e);
-    case QG_KIND_RANS_ENCODE: return run_encode(k, f, ci, row, e);
-    case QG_KIND_RANS_DECODE: return corrupt ? run_corrupt(k, f, ci, e) : run_decode(k, f, ci, row, e);
-    case QG_KIND_RANS_GEMV: return corrupt ? run_corrupt(k, f, ci, e) : run_gemv(k, f, ci, row, e);
-    case QG_KIND_INT8_GEMV: return run_gemv(k, f, ci, row, e);
-    default: break;
-    }
-    return qg_err_set(e, QG_ERR_unsupported, "%s: case %s: kernel %s is not a rANS kernel", qgh_name(f), ci->case_id, k->name);
+    return strcmp(ci->path, "corrupt") == 0 ? run_corrupt(k, f, ci, e) : run_decode(k, f, ci, row, e);
 }
+
+static int run_gemv_any(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e)
+{
+    return strcmp(ci->path, "corrupt") == 0 ? run_corrupt(k, f, ci, e) : run_gemv(k, f, ci, row, e);
+}
+
+/* Which other paths' cases a kind runs (reference/spec/fixtures.md): decoders decode the containers
+ * of the encode cases and meet the corrupt corpus; the fused product meets the corrupt corpus; the
+ * plain int8 GEMV checks the rANS gemv cases. */
+static int shares_decode(const qg_kernel *k, const qgh_case_info *ci)
+{
+    (void)k;
+    return strcmp(ci->path, "encode") == 0 || strcmp(ci->path, "corrupt") == 0;
+}
+static int shares_gemv(const qg_kernel *k, const qgh_case_info *ci)
+{
+    (void)k;
+    return strcmp(ci->path, "corrupt") == 0;
+}
+static int shares_int8_gemv(const qg_kernel *k, const qgh_case_info *ci)
+{
+    (void)k;
+    return strcmp(ci->path, "gemv") == 0;
+}
+
+const qga_kind qga_kind_rans_normalize = {QG_KIND_RANS_NORMALIZE, "rans_normalize", run_normalize, NULL};
+const qga_kind qga_kind_rans_encode = {QG_KIND_RANS_ENCODE, "rans_encode", run_encode, NULL};
+const qga_kind qga_kind_rans_decode = {QG_KIND_RANS_DECODE, "rans_decode", run_decode_any, shares_decode};
+const qga_kind qga_kind_rans_gemv = {QG_KIND_RANS_GEMV, "rans_gemv", run_gemv_any, shares_gemv};
+const qga_kind qga_kind_int8_gemv = {QG_KIND_INT8_GEMV, "rans_int8_gemv", run_gemv, shares_int8_gemv};

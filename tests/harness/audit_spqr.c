@@ -10,6 +10,7 @@
  * (lengths from the datasets) and only the output buffers are sized from the attributes.
  */
 #include "audit_formats.h"
+#include "kinds.h"
 
 #include "compare.h"
 #include "fixture.h"
@@ -246,10 +247,8 @@ done:
     return rc;
 }
 
-int qga_run_spqr_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e)
+static int run_spqr_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e)
 {
-    if (k->kind != QG_KIND_SPQR_DEQUANT && k->kind != QG_KIND_SPQR_GEMV)
-        return qg_err_set(e, QG_ERR_unsupported, "kernel %s: not an SpQR kernel", k->name);
     spqr_case_layer c;
     int rc = layer_read(f, ci, &c, e);
     if (rc) return rc;
@@ -262,3 +261,13 @@ int qga_run_spqr_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, 
     layer_free(&c);
     return rc;
 }
+
+/* The dequantizer must also reject the invalid gemv layers (reference/spec/fixtures.md). */
+static int shares_dequant(const qg_kernel *k, const qgh_case_info *ci)
+{
+    (void)k;
+    return strcmp(ci->path, "gemv") == 0 && strcmp(ci->expect, "invalid") == 0;
+}
+
+const qga_kind qga_kind_spqr_dequant = {QG_KIND_SPQR_DEQUANT, "spqr_dequant", run_spqr_case, shares_dequant};
+const qga_kind qga_kind_spqr_gemv = {QG_KIND_SPQR_GEMV, "spqr_gemv", run_spqr_case, NULL};
