@@ -3,7 +3,11 @@
 #ifndef QGOLD_BENCH_H
 #define QGOLD_BENCH_H
 
+#include <stddef.h>
 #include <stdio.h>
+
+#include "atomic_write.h"
+#include "qgold/registry.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,12 +57,44 @@ double qg_bench_median(double *v, int n, double *lo, double *hi);
 double qg_now(void);
 /* Prints "qgold: bench LABEL: cannot allocate the WHAT: N bytes" and returns 1. */
 int qg_bench_alloc_error(const char *label, const char *what, double bytes);
-/* Per-format halves in their own files (bench_spqr.c, bench_rans.c; bench_gpu_spqr.cu, bench_gpu_rans.cu):
- * CPU kernels against the measured read bandwidth, GPU kernels against their same-run baseline. */
+/* CPU threads: fn over [0, n) split into `threads` contiguous slices (aligned to 64 elements). */
+void qg_bench_parallel_for(int threads, size_t n, void (*fn)(void *, size_t, size_t), void *ctx);
+/* Multi-threaded streaming read bandwidth of a `bytes` buffer, bytes/s; 0 when it cannot be allocated. */
+double qg_bench_bw_read(const qg_bench_opts *o, int threads, size_t bytes);
+
+/* One run: the table header (and the JSON document opened, when o->json), then rows, then the end
+ * (JSON written only when ok). */
+int qg_bench_session_begin(const qg_bench_opts *o, qg_atomic_file *jf);
+int qg_bench_session_end(const qg_bench_opts *o, qg_atomic_file *jf, int ok);
+int qg_bench_rows_emitted(void);
+
+/* Benchmarks as data: one entry per format family, in bench_formats.c. The driver (bench.c) finds the
+ * entry of --format and calls its halves; it names no format. */
+typedef struct {
+    int (*matches)(const char *format);
+    /* Whether --shapes/--batches apply (GEMV-like products); the rule a shape breaks, or NULL. */
+    int takes_shapes;
+    const char *(*shape_rule)(const char *format, size_t rows, size_t cols);
+    /* Whether a registry row is one this benchmark times. */
+    int (*measures)(const qg_kernel *k);
+    /* CPU half against BW_read; GPU half against BW_copy (NULL when the format has none). */
+    int (*cpu)(const qg_bench_opts *o, int threads, double bw_read);
+    int (*gpu)(const qg_bench_opts *o, double bw_copy);
+} qg_bench_format;
+
+/* The entry serving `format`, or NULL. */
+const qg_bench_format *qg_bench_format_find(const char *format);
+
+/* The halves, each in its own file (bench_<format>.c, bench_gpu_<format>.cu). */
+int qg_bench_cpu_fp16(const qg_bench_opts *o, int threads, double bw_read);
+int qg_bench_cpu_kquants(const qg_bench_opts *o, int threads, double bw_read);
 int qg_bench_cpu_spqr(const qg_bench_opts *o, int threads, double bw_read);
 int qg_bench_cpu_rans(const qg_bench_opts *o, int threads, double bw_read);
 #if QG_HAVE_CUDA
-int qg_bench_gpu(const qg_bench_opts *o);
+/* Device notes and BW_copy, once per run. */
+int qg_bench_gpu_begin(const qg_bench_opts *o, double *bw_copy);
+int qg_bench_gpu_fp16(const qg_bench_opts *o, double bw_copy);
+int qg_bench_gpu_kquants(const qg_bench_opts *o, double bw_copy);
 int qg_bench_gpu_spqr(const qg_bench_opts *o, double bw_copy);
 int qg_bench_gpu_rans(const qg_bench_opts *o, double bw_copy);
 #endif

@@ -9,6 +9,17 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+/* A failed CUDA runtime call: "qgold bench: <call>: <error>" on stderr, and the function returns 1. */
+#define QG_BENCH_CK(call)                                                                            \
+    do {                                                                                             \
+        cudaError_t e_ = (call);                                                                     \
+        if (e_ != cudaSuccess) {                                                                     \
+            fprintf(stderr, "qgold bench: %s: %s\n", #call, cudaGetErrorString(e_));                 \
+            return 1;                                                                                \
+        }                                                                                            \
+    } while (0)
 
 /* Times `calls` launches captured in one CUDA graph; per-call median/min/max over o->reps replays. */
 extern "C" int qg_bench_time_graph(const qg_bench_opts *o, int calls, int (*launch)(void *ctx, int call, cudaStream_t s), void *ctx,

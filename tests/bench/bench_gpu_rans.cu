@@ -33,14 +33,7 @@
 
 namespace {
 
-#define CK(call)                                                                                     \
-    do {                                                                                             \
-        cudaError_t e_ = (call);                                                                     \
-        if (e_ != cudaSuccess) {                                                                     \
-            fprintf(stderr, "qgold bench: %s: %s\n", #call, cudaGetErrorString(e_));                 \
-            return 1;                                                                                \
-        }                                                                                            \
-    } while (0)
+#define CK QG_BENCH_CK
 
 uint64_t splitmix(uint64_t *s)
 {

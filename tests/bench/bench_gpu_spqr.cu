@@ -25,14 +25,7 @@
 
 namespace {
 
-#define CK(call)                                                                                     \
-    do {                                                                                             \
-        cudaError_t e_ = (call);                                                                     \
-        if (e_ != cudaSuccess) {                                                                     \
-            fprintf(stderr, "qgold bench: %s: %s\n", #call, cudaGetErrorString(e_));                 \
-            return 1;                                                                                \
-        }                                                                                            \
-    } while (0)
+#define CK QG_BENCH_CK
 
 __host__ __device__ inline uint32_t mix32(uint32_t z)
 {
