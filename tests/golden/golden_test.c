@@ -1,6 +1,6 @@
 /* ctest driver for golden.<format>.<backend>: the audit restricted to one format and backend.
  * Exit 0 pass, 1 fail, 77 backend unavailable here (for cuda: a failure when QG_REQUIRE_GPU=1). */
-#include "../unit/qg_test.h"
+#include "qg_test.h"
 #include "audit.h"
 
 #include <string.h>

@@ -1,6 +1,6 @@
 /* golden.rng: the C stream rebuilds every case of golden/rng/splitmix64.h5 from its seed, distribution
  * and parameters alone, and must match the Python generator's bytes exactly. */
-#include "../unit/qg_test.h"
+#include "qg_test.h"
 #include "compare.h"
 #include "fixture.h"
 #include "qgold/fp16.h"
