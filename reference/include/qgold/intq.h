@@ -93,6 +93,22 @@ int qg_int8_w8a8_ref(const qg_int8_w8a8_args *p, int32_t *acc, float *y_f32, uin
 int qg_int8_w8a16_ref(const int8_t *B, const void *sb, qg_int8_ftype sb_type, size_t N, size_t K, const uint16_t *X,
                       size_t M, float *y_f32, uint16_t *y_f16);
 
+/* The validation every backend shares, so that all of them name the same error for the same input:
+ * each returns the first failing rule of the list above, or 0.
+ * quantize: every rule up to the NULL scales (the input values are checked by the caller, which reads
+ * them anyway; then qg_int8_scale_of for each block); dequant, w8a8 and w8a16: every rule, scale
+ * values included. */
+int qg_int8_quantize_check(const qg_int8_qshape *s, const void *x, qg_int8_ftype src_type, const int8_t *q,
+                           const void *scales);
+int qg_int8_dequant_check(const qg_int8_qshape *s, const int8_t *q, const void *scales, const float *y_f32,
+                          const uint16_t *y_f16);
+int qg_int8_w8a8_check(const qg_int8_w8a8_args *p, const int32_t *acc, const float *y_f32, const uint16_t *y_f16);
+int qg_int8_w8a16_check(const int8_t *B, const void *sb, qg_int8_ftype sb_type, size_t N, size_t K, const uint16_t *X,
+                        size_t M, const float *y_f32, const uint16_t *y_f16);
+/* The scale of a block whose amax (finite, >= 0) is given: amax / 127 (0 when amax is 0), as float32 or
+ * as RN16 of it (its value returned as float32); int_scale_invalid when the fp16 scale is infinite. */
+int qg_int8_scale_of(float amax, qg_int8_ftype scale_type, float *s);
+
 /* Building blocks (total functions, no validation; kernels and tests use them so that the scalar
  * steps cannot drift): the code of v for scale s (s > 0 finite, v finite): sat(rne(v / s)); the W8A8
  * epilogue of one output (bias: pointer to bias[n] or NULL). */
