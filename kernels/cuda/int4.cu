@@ -1,0 +1,588 @@
+/* W4A16 group-wise GEMM on tensor cores (mma.sync m16n8k16, fp16 inputs, float32 accumulation), the repack
+ * kernel into its layout, deterministic split-K, and the tensor-core accumulation probe.
+ *
+ * Layout and arithmetic: qgold/kernels_int4_cuda.h (the "tc16" layout) and reference/spec/numerics.md
+ * ("W4A16 on tensor cores"). In short: a warp owns one n-tile of 16 output channels and one K split; per
+ * 64-column chunk each lane loads one uint4 (its four A fragments of four k-tiles, coalesced: 512 bytes
+ * per warp), turns each nibble pair into fp16 (1024 + q) with a mask and an OR, and subtracts the fp16
+ * (1024 + z): the exact integer q - z. The tensor core then sees exact inputs (e_k = 0). The mma blocks of
+ * one group accumulate into a float32 partial started at 0; at the group's end t = RN32(t + RN32(s * p))
+ * with the fp16 scale s of the row. The file is built with --fmad=false and writes __fmul_rn/__fadd_rn.
+ *
+ * Determinism and batch invariance: each output (m, n) is one column of D in its tile; the mma computes
+ * a column from that column of B only, the k-tile order, group flushes and split ranges are fixed by
+ * (N, K, g), and the split count by (N, K). The number of m-tiles a warp carries (1, 2, 4 or 8, picked
+ * from M for register use) changes how many independent columns run side by side, not any column's
+ * operations. No atomics: split partials go to a workspace [S][rows][Np] and a second kernel adds them in
+ * split order 0..S-1. QG_CUDA_MUTANT_INT4_SPLITK_REVERSED (a mutant for the GPU machine, named
+ * outside the QG_MUTATION_ scheme of ci/mutants.txt, whose runs have no GPU) adds them S-1..0.
+ */
+#include <cuda_fp16.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "qgold/int4.h"
+#include "qgold/kernels_int4_cuda.h"
+
+namespace {
+
+constexpr int ROWS = QG_W4A16_TC_ROWS;
+constexpr int CHUNK = QG_W4A16_TC_CHUNK;
+constexpr int WARPS = 4; /* warps per CTA: 4 n-tiles, 64 output channels */
+constexpr int MSLICE = QG_W4A16_TC_MSLICE;
+
+struct dev_shape {
+    int N, K, Np, G, nt, kc; /* kc: chunks of 64 columns */
+    int gshift;              /* group of k-tile kt: min(kt >> gshift, G - 1) (g = 16 << gshift; G = 1: 30) */
+};
+
+__device__ __forceinline__ uint16_t f32_to_f16_bits(float v)
+{
+    uint32_t b = __float_as_uint(v);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)(((b >> 16) & 0x8000u) | 0x7E00u | ((b >> 13) & 0x3FFu));
+    return __half_as_ushort(__float2half_rn(v));
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint32_t hsub2_bits(uint32_t a, uint32_t b)
+{
+    __half2 r = __hsub2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
+    return *reinterpret_cast<uint32_t *>(&r);
+}
+
+/* One warp: n-tile nt, split s (chunks [c0, c1)), m-tiles m0 .. m0 + 8 MT - 1 of x (rows < M).
+ * part == NULL: write y directly (S = 1); else part[(s * rows + m) * Np + n] for the rows of this launch. */
+template <int MT>
+__global__ void __launch_bounds__(WARPS * 32) w4a16_tc_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
+                                                             const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
+                                                             float *__restrict__ part, float *__restrict__ y32,
+                                                             uint16_t *__restrict__ y16)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nt = blockIdx.x * WARPS + warp;
+    if (nt >= sh.nt) return;
+    const int s = blockIdx.y;
+    const int m0 = blockIdx.z * 8 * MT;
+    const int c0 = (int)((long long)sh.kc * s / splits), c1 = (int)((long long)sh.kc * (s + 1) / splits);
+    const int gr = lane >> 2, t = lane & 3;
+    const int na = nt * ROWS + gr, nb = na + 8;
+
+    float tot[MT][4], par[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) tot[i][j] = 0.0f, par[i][j] = 0.0f;
+
+    /* rows of x this lane feeds as B (column gr of each m-tile) */
+    const uint32_t *xr[MT];
+    bool mok[MT];
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        const int m = m0 + i * 8 + gr;
+        mok[i] = m < M;
+        xr[i] = reinterpret_cast<const uint32_t *>(x + (size_t)(mok[i] ? m : 0) * sh.K) + t;
+    }
+
+    int cur = -1;
+    float sa = 0.0f, sb = 0.0f;
+    uint32_t za = 0, zb = 0;
+    const uint4 *wp = qw + ((size_t)nt * sh.kc + c0) * 32 + lane;
+    uint4 wnext = c0 < c1 ? ld_stream(wp) : make_uint4(0, 0, 0, 0);
+    for (int c = c0; c < c1; c++) {
+        const uint4 w = wnext;
+        if (c + 1 < c1) wnext = ld_stream(wp + (size_t)(c + 1 - c0) * 32);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int kt = c * 4 + j;
+            const int grp = min(kt >> sh.gshift, sh.G - 1);
+            if (grp != cur) {
+                if (cur >= 0) {
+#pragma unroll
+                    for (int i = 0; i < MT; i++) {
+                        tot[i][0] = __fadd_rn(tot[i][0], __fmul_rn(sa, par[i][0]));
+                        tot[i][1] = __fadd_rn(tot[i][1], __fmul_rn(sa, par[i][1]));
+                        tot[i][2] = __fadd_rn(tot[i][2], __fmul_rn(sb, par[i][2]));
+                        tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
+                        par[i][0] = par[i][1] = par[i][2] = par[i][3] = 0.0f;
+                    }
+                }
+                cur = grp;
+                const uint32_t va = __ldg(sz + (size_t)grp * sh.Np + na), vb = __ldg(sz + (size_t)grp * sh.Np + nb);
+                sa = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
+                sb = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
+                za = (va >> 16) | (va & 0xFFFF0000u);
+                zb = (vb >> 16) | (vb & 0xFFFF0000u);
+            }
+            const uint32_t word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
+            /* (1024 + q) - (1024 + z) = q - z exactly; rows gr (registers 0, 2) and gr + 8 (1, 3) */
+            const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za);
+            const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, zb);
+            const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, za);
+            const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, zb);
+            const int k0 = kt * 16;
+            const bool lo = k0 < sh.K, hi = k0 + 8 < sh.K; /* K is a multiple of 8 */
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                const uint32_t b0 = (mok[i] && lo) ? __ldg(xr[i] + (k0 >> 1)) : 0u;
+                const uint32_t b1 = (mok[i] && hi) ? __ldg(xr[i] + ((k0 + 8) >> 1)) : 0u;
+                mma16816(par[i], a0, a1, a2, a3, b0, b1);
+            }
+        }
+    }
+    if (cur >= 0) {
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            tot[i][0] = __fadd_rn(tot[i][0], __fmul_rn(sa, par[i][0]));
+            tot[i][1] = __fadd_rn(tot[i][1], __fmul_rn(sa, par[i][1]));
+            tot[i][2] = __fadd_rn(tot[i][2], __fmul_rn(sb, par[i][2]));
+            tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
+        }
+    }
+    /* D fragment: tot[i][0..1] rows (m) 2t, 2t + 1 of m-tile i at channel na; tot[i][2..3] at nb */
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int m = m0 + i * 8 + 2 * t + (e & 1);
+            const int n = e < 2 ? na : nb;
+            if (m >= M || n >= sh.N) continue;
+            if (part != nullptr) {
+                part[((size_t)s * M + m) * sh.Np + n] = tot[i][e];
+            } else {
+                if (y32) y32[(size_t)m * sh.N + n] = tot[i][e];
+                if (y16) y16[(size_t)m * sh.N + n] = f32_to_f16_bits(tot[i][e]);
+            }
+        }
+    }
+}
+
+/* Second pass of split-K: y[m][n] = ((p_0 + p_1) + p_2) + ... + p_{S-1}, float32, in split order. */
+__global__ void w4a16_splitk_reduce(const float *__restrict__ part, int rows, int N, int Np, int splits, float *y32, uint16_t *y16)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)rows * N) return;
+    const size_t m = i / (size_t)N, n = i % (size_t)N;
+    const size_t stride = (size_t)rows * Np, base = m * Np + n;
+#ifdef QG_CUDA_MUTANT_INT4_SPLITK_REVERSED
+    float v = part[(size_t)(splits - 1) * stride + base];
+    for (int s = splits - 2; s >= 0; s--) v = __fadd_rn(v, part[(size_t)s * stride + base]);
+#else
+    float v = part[base];
+    for (int s = 1; s < splits; s++) v = __fadd_rn(v, part[(size_t)s * stride + base]);
+#endif
+    if (y32) y32[i] = v;
+    if (y16) y16[i] = f32_to_f16_bits(v);
+}
+
+/* x'[m][k'] = x[m][perm[k']] (act-order). */
+__global__ void w4a16_gather_x(const uint16_t *__restrict__ x, const int32_t *__restrict__ perm, int M, int K, uint16_t *xp)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)M * K) return;
+    const size_t m = i / (size_t)K, k = i % (size_t)K;
+    xp[i] = x[m * K + (size_t)perm[k]];
+}
+
+/* Repack: one thread per qw word (layout in kernels_int4_cuda.h). */
+__global__ void w4a16_repack_qw(const uint32_t *__restrict__ q, const int32_t *__restrict__ perm, int N, int K, int kc, size_t words,
+                                uint32_t *qw)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= words) return;
+    const int j = (int)(i & 3), lane = (int)((i >> 2) & 31);
+    const size_t tile = i >> 7;
+    const int c = (int)(tile % (size_t)kc), nt = (int)(tile / (size_t)kc);
+    const int gr = lane >> 2, t = lane & 3;
+    uint32_t word = 0;
+    for (int p = 0; p < 8; p++) {
+        const int e = 2 * (p & 3) + (p >> 2);
+        const int n = nt * ROWS + gr + 8 * ((e >> 1) & 1);
+        const int kp = c * CHUNK + j * 16 + 2 * t + (e & 1) + 8 * (e >> 2);
+        if (n >= N || kp >= K) continue;
+        const int k = perm ? perm[kp] : kp;
+        const uint32_t code = (q[(size_t)n * (K / 8) + k / 8] >> (4 * (k % 8))) & 0xFu;
+        word |= code << (4 * p);
+    }
+    qw[i] = word;
+}
+
+/* Repack of scales and zeros: sz[grp * Np + n] = s16 | (0x6400 + z) << 16; padding rows s = +0, z = 8. */
+__global__ void w4a16_repack_sz(const uint16_t *__restrict__ scales, const uint8_t *__restrict__ zeros, int N, int G, int Np,
+                                uint32_t *sz)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)G * Np) return;
+    const int grp = (int)(i / (size_t)Np), n = (int)(i % (size_t)Np);
+    uint32_t s = 0, z = QG_INT4_SYM_ZERO;
+    if (n < N) {
+        s = scales[(size_t)n * G + grp];
+        if (zeros) z = zeros[(size_t)n * G + grp];
+    }
+    sz[i] = s | ((0x6400u + z) << 16);
+}
+
+/* Probe: one warp per block, fragments loaded by the m16n8k16 layout. */
+__global__ void mma_probe_kernel(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
+{
+    const size_t blk = (size_t)blockIdx.x;
+    if (blk >= count) return;
+    const int lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+    const uint16_t *a = A + blk * 256, *b = B + blk * 128;
+    const float *cc = C + blk * 128;
+    float *dd = D + blk * 128;
+    uint32_t ar[4], br[2];
+    for (int r = 0; r < 4; r++) {
+        const int row = gr + 8 * (r & 1), col = 2 * t + 8 * (r >> 1);
+        ar[r] = (uint32_t)a[row * 16 + col] | ((uint32_t)a[row * 16 + col + 1] << 16);
+    }
+    for (int r = 0; r < 2; r++) {
+        const int k = 2 * t + 8 * r;
+        br[r] = (uint32_t)b[k * 8 + gr] | ((uint32_t)b[(k + 1) * 8 + gr] << 16);
+    }
+    float d[4];
+    for (int e = 0; e < 4; e++) d[e] = cc[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)];
+    mma16816(d, ar[0], ar[1], ar[2], ar[3], br[0], br[1]);
+    for (int e = 0; e < 4; e++) dd[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)] = d[e];
+}
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+int splits_of(size_t N, size_t K)
+{
+    /* Aim at >= 512 CTAs of 4 warps (a few waves on 100-150 SMs) for skinny products, with at least 4
+     * chunks (256 columns) per split; a function of N and K only. */
+    const size_t ctas_n = ceil_div(ceil_div(N, ROWS), WARPS), kc = ceil_div(K, CHUNK);
+    size_t s = ceil_div(512, ctas_n);
+    if (s > QG_W4A16_TC_MAX_SPLITS) s = QG_W4A16_TC_MAX_SPLITS;
+    if (s > kc / 4) s = kc / 4;
+    return s < 1 ? 1 : (int)s;
+}
+
+dev_shape dev_shape_of(const qg_w4a16_tc_shape &s)
+{
+    dev_shape d;
+    d.N = (int)s.N;
+    d.K = (int)s.K;
+    d.Np = (int)s.Np;
+    d.G = (int)s.G;
+    d.nt = (int)(s.Np / ROWS);
+    d.kc = (int)(s.Kp / CHUNK);
+    d.gshift = 30;
+    if (s.G > 1)
+        for (int b = 0; b < 30; b++)
+            if (((size_t)16 << b) == s.g) d.gshift = b;
+    return d;
+}
+
+/* Act-order column order: columns group by group, ascending k within a group (stable counting sort).
+ * g_idx is valid (qg_w4a16_validate): every group holds exactly g columns, so group j is k' in
+ * [j g, (j + 1) g). */
+int perm_of(const qg_w4a16 *L, int32_t *perm)
+{
+    const size_t G = L->K / L->g;
+    size_t *next = (size_t *)malloc(G * sizeof(size_t));
+    if (next == nullptr) return QG_ERR_alloc_failed;
+    for (size_t j = 0; j < G; j++) next[j] = j * L->g;
+    for (size_t k = 0; k < L->K; k++) perm[next[L->g_idx[k]]++] = (int32_t)k;
+    free(next);
+    return QG_ERR_ok;
+}
+
+template <int MT>
+int launch_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int splits, float *part, float *y32, uint16_t *y16,
+              cudaStream_t st)
+{
+    const dev_shape d = dev_shape_of(w->s);
+    dim3 grid((unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits, (unsigned)ceil_div((size_t)M, (size_t)8 * MT));
+    w4a16_tc_kernel<MT><<<grid, WARPS * 32, 0, st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, y32, y16);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_kernel launch", e);
+}
+
+int launch_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, int splits, float *part, float *y32,
+                uint16_t *y16, cudaStream_t st)
+{
+    /* m-tiles per warp from the whole call's M (register use only; no row's operations depend on it) */
+    if (mt_for <= 8) return launch_tc<1>(w, x, rows, splits, part, y32, y16, st);
+    if (mt_for <= 16) return launch_tc<2>(w, x, rows, splits, part, y32, y16, st);
+    if (mt_for <= 32) return launch_tc<4>(w, x, rows, splits, part, y32, y16, st);
+    return launch_tc<8>(w, x, rows, splits, part, y32, y16, st);
+}
+
+size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int splits, void *ws, float *dy32, uint16_t *dy16,
+               cudaStream_t st, float **part_out)
+{
+    if (w == nullptr || w->qw == nullptr || dx == nullptr || (dy32 == nullptr && dy16 == nullptr) || M == 0)
+        return QG_ERR_argument_invalid;
+    if (M > (size_t)QG_W4A16_TC_MAX_M) return QG_ERR_shape_invalid;
+    const qg_w4a16_tc_shape &s = w->s;
+    const int S = splits > 0 ? splits : s.splits;
+    if (S > QG_W4A16_TC_MAX_SPLITS) return QG_ERR_argument_invalid;
+    const size_t need = qg_w4a16_cuda_workspace_bytes(w, M, splits);
+    if (need > 0 && ws == nullptr) return QG_ERR_argument_invalid;
+    unsigned char *p = (unsigned char *)ws;
+    const uint16_t *x = dx;
+    if (w->perm != nullptr) {
+        uint16_t *xp = (uint16_t *)p;
+        p += align256(M * s.K * 2);
+        const size_t n = M * s.K;
+        w4a16_gather_x<<<(unsigned)ceil_div(n, 256), 256, 0, st>>>(dx, w->perm, (int)M, (int)s.K, xp);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return qg_cuda_fail("w4a16_gather_x launch", e);
+        x = xp;
+    }
+    float *part = (float *)p;
+    if (part_out) *part_out = S > 1 ? part : nullptr;
+    if (S == 1) return launch_rows(w, x, (int)M, (int)M, 1, nullptr, dy32, dy16, st);
+    /* slices of MSLICE rows through one workspace of S x MSLICE x Np partials */
+    for (size_t r0 = 0; r0 < M; r0 += MSLICE) {
+        const size_t rows = M - r0 < (size_t)MSLICE ? M - r0 : (size_t)MSLICE;
+        int rc = launch_rows(w, x + r0 * s.K, (int)rows, (int)M, S, part, nullptr, nullptr, st);
+        if (rc != QG_ERR_ok) return rc;
+        const size_t n = rows * s.N;
+        w4a16_splitk_reduce<<<(unsigned)ceil_div(n, 256), 256, 0, st>>>(part, (int)rows, (int)s.N, (int)s.Np, S,
+                                                                       dy32 ? dy32 + r0 * s.N : nullptr,
+                                                                       dy16 ? dy16 + r0 * s.N : nullptr);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return qg_cuda_fail("w4a16_splitk_reduce launch", e);
+    }
+    return QG_ERR_ok;
+}
+
+int check_gemm_args(const qg_w4a16 *L, const uint16_t *x, size_t M, const float *y32, const uint16_t *y16)
+{
+    if (L == nullptr || x == nullptr || (y32 == nullptr && y16 == nullptr)) return QG_ERR_argument_invalid;
+    int rc = qg_w4a16_validate(L);
+    if (rc != QG_ERR_ok) return rc;
+    if (M == 0 || M > (size_t)QG_W4A16_TC_MAX_M) return QG_ERR_shape_invalid;
+    return QG_ERR_ok;
+}
+
+int gemm_host(const qg_w4a16 *L, const uint16_t *x, size_t M, float *y_f32, uint16_t *y_f16, float *partials)
+{
+    int rc = check_gemm_args(L, x, M, y_f32, y_f16);
+    if (rc != QG_ERR_ok) return rc;
+    qg_w4a16_cuda_weights w = {};
+    uint16_t *dx = nullptr;
+    void *ws = nullptr;
+    float *part = nullptr;
+    qg_guarded_dev g32 = {}, g16 = {};
+    const size_t ny = M * L->N;
+    size_t wsb = 0;
+    if ((rc = qg_w4a16_cuda_upload(L, &w)) != QG_ERR_ok) goto done;
+    if (partials != nullptr && M > (size_t)MSLICE) {
+        rc = QG_ERR_shape_invalid;
+        goto done;
+    }
+    wsb = qg_w4a16_cuda_workspace_bytes(&w, M, 0);
+    QG_CUDA_TRY(cudaMalloc((void **)&dx, M * L->K * 2));
+    QG_CUDA_TRY(cudaMemcpy(dx, x, M * L->K * 2, cudaMemcpyHostToDevice));
+    if (wsb > 0) QG_CUDA_TRY(cudaMalloc(&ws, wsb));
+    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, ny * 4)) != QG_ERR_ok) goto done;
+    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, ny * 2)) != QG_ERR_ok) goto done;
+    rc = gemm_async(&w, dx, M, 0, ws, (float *)g32.payload, (uint16_t *)g16.payload, 0, &part);
+    if (rc != QG_ERR_ok) goto done;
+    QG_CUDA_TRY(cudaDeviceSynchronize());
+    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
+    if (y_f16 && (rc = qg_guarded_dev_finish(&g16, y_f16)) != QG_ERR_ok) goto done;
+    if (partials != nullptr) {
+        if (part == nullptr) {
+            memcpy(partials, y_f32, ny * 4);
+        } else {
+            /* workspace [S][M][Np] -> partials [S][M][N] */
+            for (int sp = 0; sp < w.s.splits; sp++)
+                QG_CUDA_TRY(cudaMemcpy2D(partials + (size_t)sp * ny, L->N * 4, part + (size_t)sp * M * w.s.Np, w.s.Np * 4, L->N * 4, M,
+                                         cudaMemcpyDeviceToHost));
+        }
+    }
+done:
+    qg_w4a16_cuda_free(&w);
+    if (dx) cudaFree(dx);
+    if (ws) cudaFree(ws);
+    qg_guarded_dev_free(&g32);
+    qg_guarded_dev_free(&g16);
+    return rc;
+}
+
+} // namespace
+
+extern "C" int qg_w4a16_cuda_splits(size_t N, size_t K) { return splits_of(N, K); }
+
+extern "C" int qg_w4a16_tc_shape_of(size_t N, size_t K, size_t g, qg_w4a16_tc_shape *s)
+{
+    if (s == nullptr) return QG_ERR_argument_invalid;
+    if (N == 0 || K < 8 || K % 8 != 0 || K > (size_t)INT_MAX / 2 || N > (size_t)INT_MAX / 2) return QG_ERR_shape_invalid;
+    if (!(g == 32 || g == 64 || g == 128 || g == K) || K % g != 0) return QG_ERR_int_group_invalid;
+    s->N = N;
+    s->K = K;
+    s->g = g;
+    s->G = K / g;
+    s->Np = ceil_div(N, ROWS) * ROWS;
+    s->Kp = ceil_div(K, CHUNK) * CHUNK;
+    s->qw_words = s->Np / ROWS * (s->Kp / CHUNK) * 128;
+    s->sz_words = s->G * s->Np;
+    s->splits = splits_of(N, K);
+    return QG_ERR_ok;
+}
+
+extern "C" long qg_w4a16_cuda_chain(size_t N, size_t K, size_t g)
+{
+    const size_t ge = g < K ? g : K;
+    return (long)(ceil_div(ge, 16) + 1 + K / g + (size_t)splits_of(N, K) - 1);
+}
+
+extern "C" qg_numerics qg_w4a16_cuda_numerics(size_t N, size_t K, size_t g, int f16_out)
+{
+    qg_numerics nm = f16_out ? (qg_numerics)QG_NUMERICS_F32ACC_F16OUT : (qg_numerics)QG_NUMERICS_F32ACC_F32OUT;
+    nm.u_acc = 0x1p-22; /* numerics section 5: two ulps of float32 per mma block (the fp32 roundings are 2^-24) */
+    nm.d_fixed = qg_w4a16_cuda_chain(N, K, g);
+    return nm;
+}
+
+extern "C" int qg_w4a16_cuda_upload(const qg_w4a16 *L, qg_w4a16_cuda_weights *w)
+{
+    if (L == nullptr || w == nullptr) return QG_ERR_argument_invalid;
+    memset(w, 0, sizeof *w);
+    int rc = qg_w4a16_validate(L);
+    if (rc != QG_ERR_ok) return rc;
+    if ((rc = qg_w4a16_tc_shape_of(L->N, L->K, L->g, &w->s)) != QG_ERR_ok) return rc;
+    const qg_w4a16_tc_shape &s = w->s;
+    uint32_t *dq = nullptr;
+    uint16_t *dsc = nullptr;
+    uint8_t *dz = nullptr;
+    int32_t *hperm = nullptr;
+    if (L->g_idx != nullptr) {
+        hperm = (int32_t *)malloc(s.K * sizeof(int32_t));
+        if (hperm == nullptr || perm_of(L, hperm) != QG_ERR_ok) {
+            free(hperm);
+            return QG_ERR_alloc_failed;
+        }
+    }
+    QG_CUDA_TRY(cudaMalloc((void **)&w->qw, s.qw_words * 4));
+    QG_CUDA_TRY(cudaMalloc((void **)&w->sz, s.sz_words * 4));
+    QG_CUDA_TRY(cudaMalloc((void **)&dq, s.N * (s.K / 8) * 4));
+    QG_CUDA_TRY(cudaMalloc((void **)&dsc, s.N * s.G * 2));
+    QG_CUDA_TRY(cudaMemcpy(dq, L->qweight, s.N * (s.K / 8) * 4, cudaMemcpyHostToDevice));
+    QG_CUDA_TRY(cudaMemcpy(dsc, L->scales, s.N * s.G * 2, cudaMemcpyHostToDevice));
+    if (L->zeros != nullptr) {
+        QG_CUDA_TRY(cudaMalloc((void **)&dz, s.N * s.G));
+        QG_CUDA_TRY(cudaMemcpy(dz, L->zeros, s.N * s.G, cudaMemcpyHostToDevice));
+    }
+    if (hperm != nullptr) {
+        QG_CUDA_TRY(cudaMalloc((void **)&w->perm, s.K * 4));
+        QG_CUDA_TRY(cudaMemcpy(w->perm, hperm, s.K * 4, cudaMemcpyHostToDevice));
+    }
+    w4a16_repack_qw<<<(unsigned)ceil_div(s.qw_words, 256), 256>>>(dq, w->perm, (int)s.N, (int)s.K, (int)(s.Kp / CHUNK), s.qw_words,
+                                                                  w->qw);
+    QG_CUDA_TRY(cudaGetLastError());
+    w4a16_repack_sz<<<(unsigned)ceil_div(s.sz_words, 256), 256>>>(dsc, dz, (int)s.N, (int)s.G, (int)s.Np, w->sz);
+    QG_CUDA_TRY(cudaGetLastError());
+    QG_CUDA_TRY(cudaDeviceSynchronize());
+done:
+    if (dq) cudaFree(dq);
+    if (dsc) cudaFree(dsc);
+    if (dz) cudaFree(dz);
+    free(hperm);
+    if (rc != QG_ERR_ok) qg_w4a16_cuda_free(w);
+    return rc;
+}
+
+extern "C" void qg_w4a16_cuda_free(qg_w4a16_cuda_weights *w)
+{
+    if (w == nullptr) return;
+    if (w->qw) cudaFree(w->qw);
+    if (w->sz) cudaFree(w->sz);
+    if (w->perm) cudaFree(w->perm);
+    w->qw = nullptr;
+    w->sz = nullptr;
+    w->perm = nullptr;
+}
+
+extern "C" size_t qg_w4a16_cuda_workspace_bytes(const qg_w4a16_cuda_weights *w, size_t M, int splits)
+{
+    if (w == nullptr) return 0;
+    const int S = splits > 0 ? splits : w->s.splits;
+    size_t b = 0;
+    if (w->perm != nullptr) b += align256(M * w->s.K * 2);
+    if (S > 1) b += (size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * w->s.Np * 4;
+    return b;
+}
+
+extern "C" int qg_w4a16_gemm_cuda_async(const qg_w4a16_cuda_weights *w, const void *dx, size_t M, int splits, void *workspace,
+                                        float *dy32, uint16_t *dy16, void *stream)
+{
+    return gemm_async(w, (const uint16_t *)dx, M, splits, workspace, dy32, dy16, (cudaStream_t)stream, nullptr);
+}
+
+extern "C" int qg_w4a16_repack_cuda(const qg_w4a16 *L, uint32_t *qw, uint32_t *sz, int32_t *perm)
+{
+    if (L == nullptr || qw == nullptr || sz == nullptr) return QG_ERR_argument_invalid;
+    qg_w4a16_cuda_weights w;
+    int rc = qg_w4a16_cuda_upload(L, &w);
+    if (rc != QG_ERR_ok) return rc;
+    QG_CUDA_TRY(cudaMemcpy(qw, w.qw, w.s.qw_words * 4, cudaMemcpyDeviceToHost));
+    QG_CUDA_TRY(cudaMemcpy(sz, w.sz, w.s.sz_words * 4, cudaMemcpyDeviceToHost));
+    if (perm != nullptr && w.perm != nullptr) QG_CUDA_TRY(cudaMemcpy(perm, w.perm, w.s.K * 4, cudaMemcpyDeviceToHost));
+done:
+    qg_w4a16_cuda_free(&w);
+    return rc;
+}
+
+extern "C" int qg_w4a16_gemm_cuda(const qg_w4a16 *L, const uint16_t *x, size_t M, float *y_f32, uint16_t *y_f16)
+{
+    return gemm_host(L, x, M, y_f32, y_f16, nullptr);
+}
+
+extern "C" int qg_w4a16_gemv_cuda(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
+{
+    return gemm_host(L, x, batch, y_f32, y_f16, nullptr);
+}
+
+extern "C" int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x, size_t M, float *y_f32, float *partials)
+{
+    if (y_f32 == nullptr || partials == nullptr) return QG_ERR_argument_invalid;
+    return gemm_host(L, x, M, y_f32, nullptr, partials);
+}
+
+extern "C" int qg_cuda_mma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
+{
+    if (A == nullptr || B == nullptr || C == nullptr || D == nullptr || count == 0 || count > 65535) return QG_ERR_argument_invalid;
+    int rc = QG_ERR_ok;
+    uint16_t *dA = nullptr, *dB = nullptr;
+    float *dC = nullptr, *dD = nullptr;
+    QG_CUDA_TRY(cudaMalloc((void **)&dA, count * 512));
+    QG_CUDA_TRY(cudaMalloc((void **)&dB, count * 256));
+    QG_CUDA_TRY(cudaMalloc((void **)&dC, count * 512));
+    QG_CUDA_TRY(cudaMalloc((void **)&dD, count * 512));
+    QG_CUDA_TRY(cudaMemcpy(dA, A, count * 512, cudaMemcpyHostToDevice));
+    QG_CUDA_TRY(cudaMemcpy(dB, B, count * 256, cudaMemcpyHostToDevice));
+    QG_CUDA_TRY(cudaMemcpy(dC, C, count * 512, cudaMemcpyHostToDevice));
+    mma_probe_kernel<<<(unsigned)count, 32>>>(dA, dB, dC, dD, count);
+    QG_CUDA_TRY(cudaGetLastError());
+    QG_CUDA_TRY(cudaDeviceSynchronize());
+    QG_CUDA_TRY(cudaMemcpy(D, dD, count * 512, cudaMemcpyDeviceToHost));
+done:
+    if (dA) cudaFree(dA);
+    if (dB) cudaFree(dB);
+    if (dC) cudaFree(dC);
+    if (dD) cudaFree(dD);
+    return rc;
+}
