@@ -12,4 +12,6 @@ typedef struct {
 extern const qgc_command qgc_commands[];
 extern const unsigned qgc_command_count;
 
+int qgc_cmd_gguf(int argc, char **argv);
+
 #endif

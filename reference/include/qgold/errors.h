@@ -88,7 +88,27 @@ extern "C" {
     X(int_group_invalid, 603, "the group size is not allowed for the layout or does not divide the row length") \
     X(int4_bad_padding, 610, "an odd-K packed int4 row has a nonzero padding nibble") \
     X(int4_g_idx_invalid, 611, "g_idx holds a group index out of range, or not a valid group assignment") \
-    X(int4_zero_out_of_range, 612, "an int4 zero point is outside 0..15")
+    X(int4_zero_out_of_range, 612, "an int4 zero point is outside 0..15") \
+    X(gguf_bad_magic, 500, "not a GGUF file: the first 4 bytes are not GGUF") \
+    X(gguf_bad_version, 501, "unsupported GGUF version (qgold reads versions 2 and 3, little-endian)") \
+    X(gguf_truncated, 502, "a GGUF header field, string or array runs past the end of the file") \
+    X(gguf_string_too_long, 503, "a GGUF string is longer than 1 MiB") \
+    X(gguf_array_too_long, 504, "a GGUF array has more than 2^32 elements") \
+    X(gguf_count_too_large, 505, "the GGUF tensor or key-value count exceeds 2^20") \
+    X(gguf_value_type_unknown, 506, "a GGUF key-value or array element type is not 0..12") \
+    X(gguf_nesting_too_deep, 507, "GGUF arrays nest deeper than 8 levels") \
+    X(gguf_duplicate_tensor, 508, "two GGUF tensors have the same name") \
+    X(gguf_n_dims_invalid, 509, "a GGUF tensor has n_dims outside 1..4") \
+    X(gguf_dim_zero, 510, "a GGUF tensor dimension is 0 (a tensor needs at least one row of one element)") \
+    X(gguf_shape_overflow, 511, "a GGUF tensor element count or byte size overflows 64 bits") \
+    X(gguf_ne0_not_multiple, 512, "a GGUF tensor row length (ne0) is not a multiple of its type block size") \
+    X(gguf_offset_misaligned, 513, "a GGUF tensor offset is not a multiple of the alignment") \
+    X(gguf_tensor_out_of_bounds, 514, "a GGUF tensor data range runs past the end of the file") \
+    X(gguf_tensor_overlap, 515, "two GGUF tensor data ranges overlap") \
+    X(gguf_alignment_invalid, 516, "general.alignment is not a u32 positive multiple of 8") \
+    X(gguf_block_nonfinite, 517, "a K-quant block of a GGUF tensor has a non-finite d or dmin") \
+    X(gguf_tensor_name_too_long, 518, "a GGUF tensor name is longer than 64 bytes") \
+    X(gguf_type_unknown, 519, "a GGUF tensor type id is not a ggml type qgold knows (its size cannot be computed)")
 
 typedef enum {
 #define QG_X_ENUM(name, num, msg) QG_ERR_##name = num,
