@@ -95,16 +95,16 @@ int bench_kq(const qg_bench_opts *o, double bw)
         uint16_t *x = nullptr, *y = nullptr;
         for (int i = 0; i < nq; i++) {
             CK(cudaMalloc((void **)&wq[i], qbytes));
-            k_fill_bytes<<<1024, 256>>>(wq[i], qbytes, 77u + (uint32_t)i);
+            qg_bench_fill_bytes(wq[i], qbytes, 77u + (uint32_t)i);
             k_fix_scales<<<1024, 256>>>(wq[i], qbytes / bb, bb, (int)t);
         }
         for (int i = 0; i < nh; i++) {
             CK(cudaMalloc((void **)&wh[i], hbytes));
-            k_fill_half<<<1024, 256>>>((uint16_t *)wh[i], hbytes / 2);
+            qg_bench_fill_half((uint16_t *)wh[i], hbytes / 2);
         }
         CK(cudaMalloc((void **)&x, cols * 16 * 2));
         CK(cudaMalloc((void **)&y, rows * 16 * 4));
-        k_fill_half<<<256, 256>>>(x, cols * 16);
+        qg_bench_fill_half(x, cols * 16);
         CK(cudaDeviceSynchronize());
         for (size_t bi = 0; bi < nbatches && rc == 0; bi++) {
             const size_t B = batches[bi];
