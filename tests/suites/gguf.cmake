@@ -4,3 +4,15 @@ qg_test_exe(test_gguf_golden golden/test_gguf_golden.c)
 qg_add_test(NAME golden.gguf.ref LABELS golden COMMAND test_gguf_golden ${QG_GOLDEN})
 qg_add_test(NAME cli.gguf LABELS unit COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_gguf.sh $<TARGET_FILE:qgold>
             ${QG_GOLDEN} ${CMAKE_CURRENT_BINARY_DIR}/tmp/gguf ${CMAKE_CROSSCOMPILING_EMULATOR})
+
+# Fuzzing: the reader on arbitrary bytes (tests/fuzz/fuzz_gguf.c); its corpus (seeds copied from
+# golden/gguf) replayed as an ordinary test, and the libFuzzer binary with QG_FUZZ=ON.
+add_executable(replay_gguf fuzz/fuzz_gguf.c fuzz/replay_main.c)
+target_link_libraries(replay_gguf PRIVATE qgold_ref)
+qg_add_test(NAME fuzz.gguf.replay LABELS fuzz COMMAND replay_gguf ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/gguf)
+if(QG_FUZZ)
+  add_executable(fuzz_gguf fuzz/fuzz_gguf.c)
+  target_link_libraries(fuzz_gguf PRIVATE qgold_ref)
+  target_compile_options(fuzz_gguf PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(fuzz_gguf PRIVATE -fsanitize=fuzzer,address,undefined)
+endif()
