@@ -47,7 +47,8 @@ int qg_int8_qshape_check(const qg_int8_qshape *s)
     case QG_INT8_PER_TENSOR:
     case QG_INT8_PER_ROW: return QG_ERR_ok;
     case QG_INT8_PER_GROUP:
-        if (s->group == 0 || s->cols % s->group != 0) return QG_ERR_int_group_invalid;
+        if ((s->group != 32 && s->group != 64 && s->group != 128) || s->cols % s->group != 0)
+            return QG_ERR_int_group_invalid;
         return QG_ERR_ok;
     }
     return QG_ERR_shape_invalid;
@@ -178,7 +179,7 @@ int qg_int8_w8a8_check(const qg_int8_w8a8_args *p, const int32_t *acc, const flo
     if (dims_invalid(M, N, p->K)) return QG_ERR_shape_invalid;
     const int scaled = y_f32 != NULL || y_f16 != NULL;
     if (scaled) {
-        if ((p->sa_len != 1 && p->sa_len != M) || (p->sb_len != 1 && p->sb_len != N)) return QG_ERR_shape_invalid;
+        if ((p->sa_len != 1 && p->sa_len != M) || (p->sb_len != 1 && p->sb_len != N)) return QG_ERR_size_mismatch;
         if (p->bias != NULL && p->bias_type != QG_INT8_F32 && p->bias_type != QG_INT8_F16)
             return QG_ERR_argument_invalid;
         if (p->relu != 0 && p->relu != 1) return QG_ERR_argument_invalid;

@@ -17,7 +17,11 @@
     X(qga_kind_rans_encode) \
     X(qga_kind_rans_decode) \
     X(qga_kind_rans_gemv)   \
-    X(qga_kind_int8_gemv)
+    X(qga_kind_int8_gemv)   \
+    X(qga_kind_int8_quantize) \
+    X(qga_kind_int8_dequant) \
+    X(qga_kind_int8_w8a8)   \
+    X(qga_kind_int8_w8a16)
 
 #define QGA_DECLARE(d) extern const qga_kind d;
 QGA_KINDS(QGA_DECLARE)

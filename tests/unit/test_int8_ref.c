@@ -76,23 +76,28 @@ static void test_quantize_saturation(void)
 
 static void test_quantize_zero_and_groups(void)
 {
-    /* 2 rows x 8, groups of 4: row 0 = {0, -0, 0, 0 | 1..4 scaled}, row 1 = {-127, 0, 0, 0 | 0 x 4}. */
-    const float x[16] = {0.0f, -0.0f, 0.0f, 0.0f, 127.0f, -63.5f, 1.0f, 0.5f,
-                         -127.0f, 0.0f, 0.0f, 0.0f, -0.0f, -0.0f, 0.0f, 0.0f};
-    int8_t q[16];
+    /* 2 rows x 64, groups of 32: row 0 = {zeros and -0 | 127, -63.5, 1, 0.5, zeros}, row 1 = {-127, zeros
+     * | zeros}. */
+    float x[128];
+    memset(x, 0, sizeof x);
+    x[1] = x[33 + 64] = -0.0f;
+    x[32] = 127.0f, x[33] = -63.5f, x[34] = 1.0f, x[35] = 0.5f, x[64] = -127.0f;
+    int8_t q[128];
     float s[4];
     memset(q, 0x55, sizeof q);
-    QG_CHECK(quantize(2, 8, QG_INT8_PER_GROUP, 4, QG_INT8_F32, x, QG_INT8_F32, q, s) == QG_ERR_ok, "groups");
+    QG_CHECK(quantize(2, 64, QG_INT8_PER_GROUP, 32, QG_INT8_F32, x, QG_INT8_F32, q, s) == QG_ERR_ok, "groups");
     /* group scales: 0, 1, 1, 0; codes: -63.5 -> -64 (tie to even), 0.5 -> 0 */
     QG_CHECK(s[0] == 0.0f && s[1] == 1.0f && s[2] == 1.0f && s[3] == 0.0f, "group scales %g %g %g %g", s[0], s[1], s[2], s[3]);
     QG_CHECK(fbits(s[0]) == 0 && fbits(s[3]) == 0, "zero scales are +0");
-    const int8_t want[16] = {0, 0, 0, 0, 127, -64, 1, 0, -127, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < 16; i++) QG_CHECK(q[i] == want[i], "group code %d: %d", i, q[i]);
+    for (int i = 0; i < 128; i++) {
+        const int want = i == 32 ? 127 : i == 33 ? -64 : i == 34 ? 1 : i == 64 ? -127 : 0;
+        QG_CHECK(q[i] == want, "group code %d: %d want %d", i, q[i], want);
+    }
 
     /* per tensor over the same data: amax 127, s = 1 */
     float st = 0;
-    QG_CHECK(quantize(2, 8, QG_INT8_PER_TENSOR, 0, QG_INT8_F32, x, QG_INT8_F32, q, &st) == QG_ERR_ok && st == 1.0f, "tensor");
-    QG_CHECK(q[8] == -127 && q[5] == -64, "tensor codes");
+    QG_CHECK(quantize(2, 64, QG_INT8_PER_TENSOR, 0, QG_INT8_F32, x, QG_INT8_F32, q, &st) == QG_ERR_ok && st == 1.0f, "tensor");
+    QG_CHECK(q[64] == -127 && q[33] == -64, "tensor codes");
 
     /* fp16 source: 0x5BF0 = 254.0, 0x4500 = 5.0, 0xC500 = -5.0: s = 2, codes 127, 2, -2 */
     const uint16_t h[3] = {0x5BF0, 0x4500, 0xC500};
@@ -141,8 +146,10 @@ static void test_quantize_errors(void)
     QG_CHECK(quantize(2, 4, QG_INT8_PER_ROW, 0, QG_INT8_F32, bad, QG_INT8_F32, q, s) == QG_ERR_int_nonfinite_input, "inf");
     const uint16_t hbad[2] = {0x3C00, 0x7C00};
     QG_CHECK(quantize(1, 2, QG_INT8_PER_ROW, 0, QG_INT8_F32, hbad, QG_INT8_F16, q, s) == QG_ERR_int_nonfinite_input, "fp16 inf");
-    QG_CHECK(quantize(2, 4, QG_INT8_PER_GROUP, 3, QG_INT8_F32, good, QG_INT8_F32, q, s) == QG_ERR_int_group_invalid, "g 3");
+    QG_CHECK(quantize(2, 4, QG_INT8_PER_GROUP, 4, QG_INT8_F32, good, QG_INT8_F32, q, s) == QG_ERR_int_group_invalid, "g 4");
     QG_CHECK(quantize(2, 4, QG_INT8_PER_GROUP, 0, QG_INT8_F32, good, QG_INT8_F32, q, s) == QG_ERR_int_group_invalid, "g 0");
+    QG_CHECK(quantize(1, 96, QG_INT8_PER_GROUP, 64, QG_INT8_F32, good, QG_INT8_F32, q, s) == QG_ERR_int_group_invalid, "64 | 96");
+    QG_CHECK(quantize(1, 96, QG_INT8_PER_GROUP, 48, QG_INT8_F32, good, QG_INT8_F32, q, s) == QG_ERR_int_group_invalid, "48");
     QG_CHECK(quantize(0, 4, QG_INT8_PER_ROW, 0, QG_INT8_F32, good, QG_INT8_F32, q, s) == QG_ERR_shape_invalid, "rows 0");
     QG_CHECK(quantize(2, 0, QG_INT8_PER_ROW, 0, QG_INT8_F32, good, QG_INT8_F32, q, s) == QG_ERR_shape_invalid, "cols 0");
     QG_CHECK(quantize(2, 4, (qg_int8_gran)7, 0, QG_INT8_F32, good, QG_INT8_F32, q, s) == QG_ERR_shape_invalid, "gran");
@@ -150,9 +157,9 @@ static void test_quantize_errors(void)
     QG_CHECK(quantize(2, 4, QG_INT8_PER_ROW, 0, QG_INT8_F32, NULL, QG_INT8_F32, q, s) == QG_ERR_argument_invalid, "NULL x");
     QG_CHECK(quantize(2, 4, QG_INT8_PER_ROW, 0, QG_INT8_F32, good, QG_INT8_F32, NULL, s) == QG_ERR_argument_invalid, "NULL q");
     QG_CHECK(qg_int8_quantize_ref(NULL, good, QG_INT8_F32, q, s) == QG_ERR_argument_invalid, "NULL shape");
-    const qg_int8_qshape g = {3, 8, QG_INT8_PER_GROUP, 4, QG_INT8_F16};
+    const qg_int8_qshape g = {3, 256, QG_INT8_PER_GROUP, 128, QG_INT8_F16};
     QG_CHECK(qg_int8_num_scales(&g) == 6, "6 group scales");
-    const qg_int8_qshape bg = {3, 8, QG_INT8_PER_GROUP, 5, QG_INT8_F16};
+    const qg_int8_qshape bg = {3, 96, QG_INT8_PER_GROUP, 128, QG_INT8_F16};
     QG_CHECK(qg_int8_num_scales(&bg) == 0 && qg_int8_qshape_check(&bg) == QG_ERR_int_group_invalid, "bad group");
 }
 
@@ -379,10 +386,10 @@ static void test_w8a8_errors(void)
     QG_CHECK(qg_int8_w8a8_ref(&p, acc, y, NULL) == QG_ERR_int_scale_invalid, "sa NULL");
     p.sa = sa;
     p.sb_len = 3;
-    QG_CHECK(qg_int8_w8a8_ref(&p, acc, y, NULL) == QG_ERR_shape_invalid, "sb_len");
+    QG_CHECK(qg_int8_w8a8_ref(&p, acc, y, NULL) == QG_ERR_size_mismatch, "sb_len");
     p.sb_len = 2;
     p.sa_len = 2;
-    QG_CHECK(qg_int8_w8a8_ref(&p, acc, y, NULL) == QG_ERR_shape_invalid, "sa_len");
+    QG_CHECK(qg_int8_w8a8_ref(&p, acc, y, NULL) == QG_ERR_size_mismatch, "sa_len");
     p.sa_len = 3;
     p.M = 0;
     QG_CHECK(qg_int8_w8a8_ref(&p, acc, y, NULL) == QG_ERR_shape_invalid, "M 0");

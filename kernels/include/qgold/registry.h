@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qgold/intq.h"
 #include "qgold/kquants.h"
 #include "qgold/rans.h"
 #include "qgold/spqr.h"
@@ -82,6 +83,10 @@ typedef enum {
     QG_KIND_RANS_DECODE, /* container -> W bytes (exact) */
     QG_KIND_RANS_GEMV,   /* fused decode + dequant + GEMV, pinned order (exact) */
     QG_KIND_INT8_GEMV,   /* plain int8 W8A16 GEMV with the fused product's order (exact) */
+    QG_KIND_INT8_QUANTIZE = 600, /* float32/fp16 -> int8 codes + scales, per tensor/row/group (exact) */
+    QG_KIND_INT8_DEQUANT,        /* int8 codes + scales -> float32 and fp16 (exact) */
+    QG_KIND_INT8_W8A8,           /* int8 x int8 GEMM: int32 sums and the pinned epilogue (exact) */
+    QG_KIND_INT8_W8A16,          /* int8 weights x fp16 activations (bounded, d = K) */
 } qg_kind;
 
 typedef int (*qg_convert_fn)(const void *x, void *y, size_t n);
@@ -98,6 +103,11 @@ typedef int (*qg_rans_encode_fn)(const uint8_t *w, const float *scales, uint32_t
                                  int checksums, uint8_t **out, size_t *out_len);
 typedef int (*qg_rans_decode_fn)(const uint8_t *buf, size_t len, uint8_t *w, size_t w_len);
 typedef int (*qg_rans_gemv_fn)(const uint8_t *buf, size_t len, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16);
+typedef int (*qg_int8_quantize_fn)(const qg_int8_qshape *s, const void *x, qg_int8_ftype src_type, int8_t *q, void *scales);
+typedef int (*qg_int8_dequant_fn)(const qg_int8_qshape *s, const int8_t *q, const void *scales, float *y_f32, uint16_t *y_f16);
+typedef int (*qg_int8_w8a8_fn)(const qg_int8_w8a8_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16);
+typedef int (*qg_int8_w8a16_fn)(const int8_t *B, const void *sb, qg_int8_ftype sb_type, size_t N, size_t K, const uint16_t *X,
+                                size_t M, float *y_f32, uint16_t *y_f16);
 typedef int (*qg_int8_gemv_fn)(const uint8_t *w, const float *scales, size_t M, size_t K, const uint16_t *x, size_t batch,
                                float *y_f32, uint16_t *y_f16);
 
@@ -130,6 +140,10 @@ typedef struct qg_kernel {
         qg_rans_decode_fn rans_decode;
         qg_rans_gemv_fn rans_gemv;
         qg_int8_gemv_fn int8_gemv;
+        qg_int8_quantize_fn int8_quantize;
+        qg_int8_dequant_fn int8_dequant;
+        qg_int8_w8a8_fn int8_w8a8;
+        qg_int8_w8a16_fn int8_w8a16;
     } fn;
 } qg_kernel;
 

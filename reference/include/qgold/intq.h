@@ -23,8 +23,8 @@
  * once: each term passes at most K roundings.
  *
  * Validation, in this order, before anything is written: NULL data pointers argument_invalid; zero
- * dimensions, a scale count that is not 1 / rows / the layout's count, shape_invalid; a group size of
- * 0 or not dividing cols int_group_invalid; K > 131071 int_k_too_large (int32-accumulating products
+ * dimensions shape_invalid; a W8A8 scale count (sa_len, sb_len) other than 1 or M / N size_mismatch;
+ * a group size not in {32, 64, 128} or not dividing cols int_group_invalid; K > 131071 int_k_too_large (int32-accumulating products
  * only); NULL scales int_scale_invalid; then the values: a quantizer input NaN or infinite
  * int_nonfinite_input; a dequantization scale negative, NaN or infinite int_scale_invalid; a product
  * scale (sa, sb) NaN or infinite int_nonfinite_input, negative int_scale_invalid. Bias and activation
@@ -53,14 +53,14 @@ typedef enum { QG_INT8_PER_TENSOR = 0, QG_INT8_PER_ROW = 1, QG_INT8_PER_GROUP = 
 typedef struct {
     size_t rows, cols;
     qg_int8_gran gran;
-    size_t group;             /* elements per group (QG_INT8_PER_GROUP); ignored otherwise */
+    size_t group;             /* elements per group (QG_INT8_PER_GROUP: 32, 64 or 128); ignored otherwise */
     qg_int8_ftype scale_type; /* scales as float32 or fp16 */
 } qg_int8_qshape;
 
 /* Number of scales of a shape; 0 when the shape is invalid (use qg_int8_qshape_check for the code). */
 size_t qg_int8_num_scales(const qg_int8_qshape *s);
 /* 0, or shape_invalid (zero rows/cols, unknown granularity or type, rows * cols overflow) or
- * int_group_invalid (group 0 or not dividing cols). */
+ * int_group_invalid (group not 32, 64 or 128, or not dividing cols). */
 int qg_int8_qshape_check(const qg_int8_qshape *s);
 
 /* x: rows * cols of src_type (float32 or fp16 bits); q: rows * cols codes; scales: the shape's scale
