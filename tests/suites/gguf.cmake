@@ -16,3 +16,8 @@ if(QG_FUZZ)
   target_compile_options(fuzz_gguf PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_gguf PRIVATE -fsanitize=fuzzer,address,undefined)
 endif()
+
+# Streaming and scale (opt-in: label `large`, and QG_LARGE=1, else skipped): a synthetic 8 GiB GGUF in
+# the build tree's tmp/, checked by the CLI as a child process whose peak RSS and rate are printed.
+qg_test_exe(test_gguf_large unit/test_gguf_large.c)
+qg_add_test(NAME large.gguf.stream LABELS large COMMAND test_gguf_large $<TARGET_FILE:qgold> ${CMAKE_CURRENT_BINARY_DIR}/tmp 8 TIMEOUT 3600)
