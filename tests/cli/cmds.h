@@ -12,6 +12,8 @@ typedef struct {
 extern const qgc_command qgc_commands[];
 extern const unsigned qgc_command_count;
 
+int qgc_cmd_verify(int argc, char **argv); /* cmd_verify.c */
+
 int qgc_cmd_gguf(int argc, char **argv);
 
 #endif

@@ -923,6 +923,7 @@ const qgc_command qgc_commands[] = {
     {"quantize", cmd_quantize, "float32 values -> K-quant blocks (reference quantizer), raw little-endian files"},
     {"dequant", cmd_dequant, "K-quant blocks -> float32 values on any backend, raw little-endian files"},
     {"rans", cmd_rans, "encode, decode or check rANS-compressed int8 tile containers"},
+    {"verify", qgc_cmd_verify, "judge the kernels of a plugin (.so) like qgold's own, each case in its own process"},
     {"gguf", qgc_cmd_gguf, "GGUF model files: info, check every tensor on every backend, dequant or extract one"},
 };
 const unsigned qgc_command_count = sizeof qgc_commands / sizeof qgc_commands[0];

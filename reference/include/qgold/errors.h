@@ -108,7 +108,17 @@ extern "C" {
     X(gguf_alignment_invalid, 516, "general.alignment is not a u32 positive multiple of 8") \
     X(gguf_block_nonfinite, 517, "a K-quant block of a GGUF tensor has a non-finite d or dmin") \
     X(gguf_tensor_name_too_long, 518, "a GGUF tensor name is longer than 64 bytes") \
-    X(gguf_type_unknown, 519, "a GGUF tensor type id is not a ggml type qgold knows (its size cannot be computed)")
+    X(gguf_type_unknown, 519, "a GGUF tensor type id is not a ggml type qgold knows (its size cannot be computed)") \
+    X(plugin_open_failed, 700, "the plugin library cannot be loaded (dlopen failed; the message has the loader's reason)") \
+    X(plugin_entry_missing, 701, "the plugin library does not export qgold_plugin_entry") \
+    X(plugin_abi_newer, 702, "the plugin was built against a newer plugin ABI than this qgold supports") \
+    X(plugin_entry_failed, 703, "qgold_plugin_entry refused the load or returned a malformed plugin description") \
+    X(plugin_kernel_invalid, 704, "a plugin kernel descriptor is invalid (unknown kind, backend, format or path, or no function)") \
+    X(plugin_numerics_invalid, 705, "a plugin kernel's numerics declaration is out of range or contradicts its path's tier") \
+    X(plugin_case_crashed, 706, "a plugin kernel crashed on a case (killed by a signal, or exited without a report)") \
+    X(plugin_case_timeout, 707, "a plugin kernel did not finish a case within the time limit") \
+    X(plugin_nondeterministic_process, 708, "a plugin kernel gave different output bits in two separate processes") \
+    X(plugin_abi_invalid, 709, "the plugin states ABI version 0 or a struct size smaller than version 1's")
 
 typedef enum {
 #define QG_X_ENUM(name, num, msg) QG_ERR_##name = num,

@@ -1,0 +1,102 @@
+# Kernel plugins: the loader (tests/harness/plugin.c), `qgold verify --plugin`, the example plugin of the
+# README, one build of tests/plugins/modes.c per defect (each test expects the named check), and the
+# installed package used by an outside project.
+target_link_libraries(qgold_harness PUBLIC ${CMAKE_DL_LIBS})
+
+set(QG_PLUGIN_DIR ${CMAKE_BINARY_DIR}/plugins)
+function(qg_plugin name src)
+  add_library(${name} MODULE ${src})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/kernels/include)
+  set_target_properties(${name} PROPERTIES PREFIX "" LIBRARY_OUTPUT_DIRECTORY ${QG_PLUGIN_DIR} C_VISIBILITY_PRESET hidden)
+  foreach(d ${ARGN})
+    target_compile_definitions(${name} PRIVATE ${d})
+  endforeach()
+endfunction()
+
+qg_plugin(example_q4k ${CMAKE_CURRENT_SOURCE_DIR}/plugins/example_q4k.c)
+qg_plugin(modes_good ${CMAKE_CURRENT_SOURCE_DIR}/plugins/modes.c)
+
+set(qg_verify sh ${CMAKE_CURRENT_SOURCE_DIR}/plugins/expect_verify.sh)
+set(qg_qgold ${CMAKE_CROSSCOMPILING_EMULATOR} $<TARGET_FILE:qgold> verify --golden ${QG_GOLDEN})
+# A correct plugin passes: every kernel row PASS, exit 0 (and the output says so).
+qg_add_test(NAME plugin.example LABELS "unit;plugin" COMMAND ${qg_verify} 0 "PASS" ${qg_qgold} --plugin ${QG_PLUGIN_DIR}/example_q4k.so)
+qg_add_test(NAME plugin.good LABELS "unit;plugin" COMMAND ${qg_verify} 0 "0 failed" ${qg_qgold} --plugin ${QG_PLUGIN_DIR}/modes_good.so)
+
+# mode | kernels it concerns (--path) | expected output. The crash patterns name the signal where no
+# sanitizer intercepts it (ASan turns SIGSEGV and double frees into its own report and exit status 1).
+if(QG_SANITIZE)
+  set(qg_segv "plugin_case_crashed")
+  set(qg_heap "plugin_case_crashed")
+else()
+  set(qg_segv "SIGSEGV.*plugin_case_crashed")
+  set(qg_heap "SIGABRT.*plugin_case_crashed")
+endif()
+# qg_plugin_mode(MODE PATH PATTERN [SECONDS]): modes.c built with -DQGP_BREAK_<MODE>; verify over its Q4_K
+# kernels (of PATH, "-" for all), with a time limit per case (default 5 s), must exit 1 with output
+# matching PATTERN.
+function(qg_plugin_mode mode path pattern)
+  set(limit 5)
+  if(ARGC GREATER 3)
+    set(limit ${ARGV3})
+  endif()
+  string(TOLOWER ${mode} lower)
+  qg_plugin(modes_${lower} ${CMAKE_CURRENT_SOURCE_DIR}/plugins/modes.c QGP_BREAK_${mode})
+  set(sel --format q4_k)
+  if(NOT path STREQUAL "-")
+    list(APPEND sel --path ${path})
+  endif()
+  qg_add_test(NAME plugin.broken.${lower} LABELS "unit;plugin" COMMAND ${qg_verify} 1 "${pattern}" ${qg_qgold} --plugin
+              ${QG_PLUGIN_DIR}/modes_${lower}.so ${sel} --timeout ${limit} TIMEOUT 300)
+endfunction()
+qg_plugin_mode(NIBBLE dequant "q4_k/dequant.h5: case .*element.*expected.*got.*\\[mismatch\\]")
+qg_plugin_mode(F16ACC gemv "\\[bound_exceeded\\]")
+qg_plugin_mode(NONDET gemv "\\[nondeterministic\\]")
+qg_plugin_mode(PROCESS gemv "\\[plugin_nondeterministic_process\\]")
+qg_plugin_mode(BATCH gemv "computed alone differs")
+qg_plugin_mode(UNWRITTEN dequant "\\[output_unwritten\\]")
+qg_plugin_mode(OVERRUN dequant "\\[canary_clobbered\\]")
+qg_plugin_mode(SEGV dequant "${qg_segv}")
+qg_plugin_mode(ABORT dequant "SIGABRT.*plugin_case_crashed")
+qg_plugin_mode(HEAP dequant "${qg_heap}")
+qg_plugin_mode(HANG dequant "\\[plugin_case_timeout\\]" 1)
+qg_plugin_mode(ABI - "plugin_abi_newer: .*built against plugin ABI 2")
+qg_plugin_mode(NOENTRY - "plugin_entry_missing: ")
+qg_plugin_mode(KIND - "plugin_kernel_invalid: .*unknown kind 99")
+qg_plugin_mode(NULLFN - "plugin_kernel_invalid: .*fn2")
+qg_plugin_mode(NUMERICS - "plugin_numerics_invalid: .*u_acc 0.5")
+qg_plugin_mode(TIER - "plugin_numerics_invalid: .*bit-exact")
+# A crash names the case, and the cases after it still run (the row counts them all).
+qg_add_test(NAME plugin.isolation.continues LABELS "unit;plugin" COMMAND ${qg_verify} 1 "dequant.h5: case [^ ]*specials.*plugin_case_crashed.*and [0-9]+ more failing cases"
+            ${qg_qgold} --plugin ${QG_PLUGIN_DIR}/modes_segv.so --format q4_k --path dequant)
+qg_add_test(NAME plugin.open_failed LABELS "unit;plugin" COMMAND ${qg_verify} 1 "plugin_open_failed: .*no_such_plugin.so"
+            ${qg_qgold} --plugin ${CMAKE_CURRENT_BINARY_DIR}/no_such_plugin.so)
+# --json and --junit are written (atomically) and agree with the table.
+qg_add_test(NAME plugin.reports LABELS "unit;plugin" COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plugins/test_reports.sh
+            ${CMAKE_CURRENT_BINARY_DIR}/tmp/plugin-reports ${qg_qgold} --plugin ${QG_PLUGIN_DIR}/modes_nibble.so --format q4_k)
+
+# ---- installed package: cmake --install into a temporary prefix, then an outside project builds the
+# README's example plugin against it with find_package(qgold) and runs qgold_add_plugin_test ----
+include(GNUInstallDirs)
+set(QG_PKG_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/qgold)
+file(RELATIVE_PATH QG_PKG_TO_PREFIX /p/${QG_PKG_DIR} /p)
+set(QG_PKG_BINDIR ${CMAKE_INSTALL_BINDIR})
+set(QG_PKG_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR})
+set(QG_PKG_GOLDEN ${CMAKE_INSTALL_DATADIR}/qgold/golden)
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/plugins/cmake/qgoldConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/qgoldConfig.cmake @ONLY)
+include(CMakePackageConfigHelpers)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/qgoldConfigVersion.cmake VERSION ${PROJECT_VERSION}
+                                 COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/qgoldConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/qgoldConfigVersion.cmake
+        DESTINATION ${QG_PKG_DIR})
+install(FILES ${CMAKE_SOURCE_DIR}/kernels/include/qgold/plugin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/qgold)
+if(NOT CMAKE_CROSSCOMPILING)
+  qg_add_test(NAME plugin.install LABELS "plugin" COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plugins/test_install.sh ${CMAKE_BINARY_DIR}
+              ${CMAKE_CURRENT_BINARY_DIR}/tmp/plugin-install ${CMAKE_CURRENT_SOURCE_DIR}/plugins/outside ${CMAKE_COMMAND} TIMEOUT 900)
+endif()
+
+# ---- ggml (llama.cpp) as a plugin: its libggml from the llama-cpp-python package (ci/setup.sh --ggml) ----
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/plugins/ggml_plugin.c)
+qg_plugin(ggml_plugin ${CMAKE_CURRENT_SOURCE_DIR}/plugins/ggml_plugin.c)
+qg_add_test(NAME plugin.ggml LABELS "plugin" COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plugins/test_ggml.sh ${CMAKE_SOURCE_DIR}
+            ${QG_PLUGIN_DIR}/ggml_plugin.so ${CMAKE_CURRENT_BINARY_DIR}/tmp/ggml ${qg_qgold} TIMEOUT 1200)
+endif()
