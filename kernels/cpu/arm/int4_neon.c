@@ -1,0 +1,66 @@
+/* INT4 kernels with NEON (aarch64 Advanced SIMD): the vector primitives of ../int4_rows.h (the drivers,
+ * validation, float order and output writes are shared with the AVX2 file). Compiled with
+ * -ffp-contract=off: vfmaq_f32 is the one fused operation, written where the shared order wants it.
+ *
+ * An 8-lane value is a pair of 4-lane registers (lo: lanes 0-3, hi: lanes 4-7). Codes: the word is
+ * shifted right by 4j in lane j (vshlq_u32 with negative counts) and masked. The integer dot product
+ * multiplies int8 pairs into int16 (vmull_s8, |p| <= 64) and accumulates pairs of them into int32
+ * (vpadalq_s16): every partial sum is exact.
+ */
+#include <arm_neon.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    float32x4_t lo, hi;
+} i4_v8;
+
+static inline i4_v8 i4_zero(void) { return (i4_v8){vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}; }
+static inline i4_v8 i4_set1(float v) { return (i4_v8){vdupq_n_f32(v), vdupq_n_f32(v)}; }
+static inline i4_v8 i4_load(const float *p) { return (i4_v8){vld1q_f32(p), vld1q_f32(p + 4)}; }
+static inline void i4_store(float *p, i4_v8 v)
+{
+    vst1q_f32(p, v.lo);
+    vst1q_f32(p + 4, v.hi);
+}
+static inline i4_v8 i4_sub(i4_v8 a, i4_v8 b) { return (i4_v8){vsubq_f32(a.lo, b.lo), vsubq_f32(a.hi, b.hi)}; }
+static inline i4_v8 i4_mul(i4_v8 a, i4_v8 b) { return (i4_v8){vmulq_f32(a.lo, b.lo), vmulq_f32(a.hi, b.hi)}; }
+static inline i4_v8 i4_fma(i4_v8 a, i4_v8 b, i4_v8 c) { return (i4_v8){vfmaq_f32(c.lo, a.lo, b.lo), vfmaq_f32(c.hi, a.hi, b.hi)}; }
+
+static inline i4_v8 i4_codes(uint32_t word)
+{
+    static const int32_t sh_lo[4] = {0, -4, -8, -12}, sh_hi[4] = {-16, -20, -24, -28};
+    const uint32x4_t w = vdupq_n_u32(word), m = vdupq_n_u32(15);
+    return (i4_v8){vcvtq_f32_u32(vandq_u32(vshlq_u32(w, vld1q_s32(sh_lo)), m)),
+                   vcvtq_f32_u32(vandq_u32(vshlq_u32(w, vld1q_s32(sh_hi)), m))};
+}
+
+static inline float i4_hsum(i4_v8 a)
+{
+    const float32x4_t t = vaddq_f32(a.lo, a.hi); /* t_l = a_l + a_{l+4} */
+    const float t02 = vgetq_lane_f32(t, 0) + vgetq_lane_f32(t, 2), t13 = vgetq_lane_f32(t, 1) + vgetq_lane_f32(t, 3);
+    return t02 + t13;
+}
+
+static inline int32_t i4_dot_i8(const int8_t *a, const int8_t *b, size_t n)
+{
+    int32x4_t acc = vdupq_n_s32(0);
+    for (size_t i = 0; i < n; i += 16) {
+        const int8x16_t va = vld1q_s8(a + i), vb = vld1q_s8(b + i);
+        acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(va), vget_low_s8(vb)));
+        acc = vpadalq_s16(acc, vmull_s8(vget_high_s8(va), vget_high_s8(vb)));
+    }
+    return vaddvq_s32(acc);
+}
+
+#include "../int4_rows.h"
+
+int qg_w4a16_decode_neon(const qg_w4a16 *L, float *w) { return i4_decode(L, w); }
+int qg_w4a16_gemv_neon(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
+{
+    return i4_gemv(L, x, batch, y_f32, y_f16);
+}
+int qg_int4_gemm_packed_neon(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16)
+{
+    return i4_gemm(p, acc, y_f32, y_f16);
+}

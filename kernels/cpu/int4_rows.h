@@ -1,0 +1,251 @@
+/* Internal: the parts of the optimized INT4 kernels (qgold/kernels_int4.h) that are the same on every CPU
+ * ISA: validation, the activation conversion, the row/batch/thread drivers and the output writes. Plain
+ * C, static; an ISA file defines
+ *
+ *   typedef ... i4_v8;                      8 float32 lanes (lane l: column 8w + l of word w)
+ *   i4_v8 i4_zero(void); i4_v8 i4_set1(float v); i4_v8 i4_load(const float *p); void i4_store(float *p, i4_v8 v);
+ *   i4_v8 i4_codes(uint32_t word);          lane j = (word >> 4j) & 15 as float32
+ *   i4_v8 i4_sub(i4_v8 a, i4_v8 b); i4_v8 i4_mul(i4_v8 a, i4_v8 b);    one IEEE operation per lane
+ *   i4_v8 i4_fma(i4_v8 a, i4_v8 b, i4_v8 c); a * b + c rounded once per lane
+ *   float i4_hsum(i4_v8 a);                 t_l = a_l + a_{l+4} (l = 0..3), then (t_0 + t_2) + (t_1 + t_3)
+ *   int32_t i4_dot_i8(const int8_t *a, const int8_t *b, size_t n);   exact sum of a[i] b[i], n a multiple of 32
+ *
+ * then includes this file.
+ *
+ * Decode: w = (code - z) * s per lane, both operations exact (small integers; a 5-bit integer times an
+ * fp16 value), so the decode is bit-exact with the reference on every ISA.
+ *
+ * GEMV float order (the same for every batch size, batch chunking and thread count, so outputs are batch-
+ * and thread-invariant): for output (b, n) one 8-lane accumulator A starts at +0; for each word w = 0,
+ * 1, ... of row n in order, A = fma(w[8w..8w+7], x_b[8w..8w+7], A); then y = i4_hsum(A). Each product
+ * passes at most K/8 + 3 <= K roundings, within the declared d = K. A NaN result is written as the quiet
+ * NaN 0x7FC00000 (fp16 0x7E00): which NaN a sum ends in may depend on operand order inside an
+ * instruction, so only a canonical NaN keeps the invariances.
+ *
+ * GEMM: the nibbles of A and B are sign-extended once into int8 rows padded with zeros to a multiple of
+ * 32; each output is one exact integer dot product, then the reference's epilogue (qg_int4_epilogue).
+ *
+ * Threads: output rows (GEMV, decode) or outputs (GEMM) are split over qg_threads(); every item is
+ * computed by the same code whichever range holds it.
+ */
+#ifndef QGOLD_INT4_ROWS_H
+#define QGOLD_INT4_ROWS_H
+
+#include "qgold/errors.h"
+#include "qgold/fp16.h"
+#include "qgold/int4.h"
+#include "qgold/kernels_int4.h"
+
+#include "threads.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Batch columns sharing one decoded word; act-order columns whose scales and zeros are gathered at once. */
+enum { I4_BB = 8, I4_KC = 512 };
+
+typedef struct {
+    const qg_w4a16 *L;
+    size_t batch, G;
+    const float *xf;  /* batch x K activations as float32 (exact) */
+    float *w;         /* decode output */
+    float *y_f32;
+    uint16_t *y_f16;
+} i4_ctx;
+
+static inline float i4_canonical(float y)
+{
+    if (y != y) {
+        const uint32_t qnan = 0x7FC00000u;
+        memcpy(&y, &qnan, 4);
+    }
+    return y;
+}
+
+/* Zero and scale of group j of row n as float32. */
+static inline float i4_zero_of(const qg_w4a16 *L, size_t G, size_t n, size_t j)
+{
+    return (float)(L->zeros ? L->zeros[n * G + j] : QG_INT4_SYM_ZERO);
+}
+static inline float i4_scale_of(const qg_w4a16 *L, size_t G, size_t n, size_t j)
+{
+    return qg_f16_to_f32(L->scales[n * G + j]);
+}
+
+/* Act-order: per-column zeros and scales of row n for columns k0..k0+len-1. */
+static inline void i4_gather_groups(const qg_w4a16 *L, size_t G, size_t n, size_t k0, size_t len, float *zc, float *sc)
+{
+    for (size_t i = 0; i < len; i++) {
+        const size_t j = (size_t)L->g_idx[k0 + i];
+        zc[i] = i4_zero_of(L, G, n, j);
+        sc[i] = i4_scale_of(L, G, n, j);
+    }
+}
+
+/* The decoded word w of row n: (code - z) * s; zs / ss are the group's values or the gathered columns. */
+static inline i4_v8 i4_word(uint32_t word, i4_v8 z, i4_v8 s) { return i4_mul(i4_sub(i4_codes(word), z), s); }
+
+/* Row n against batch columns b0..b0+nb-1 (nb <= I4_BB). */
+static void i4_gemv_row(const i4_ctx *c, size_t n, size_t b0, size_t nb)
+{
+    const qg_w4a16 *L = c->L;
+    const size_t K = L->K, W = K / 8, G = c->G;
+    const uint32_t *q = L->qweight + n * W;
+    i4_v8 acc[I4_BB];
+    for (size_t b = 0; b < nb; b++) acc[b] = i4_zero();
+    if (L->g_idx == NULL) {
+        const size_t wpg = L->g / 8; /* words per group: g is a multiple of 8 */
+        for (size_t j = 0; j < G; j++) {
+            const i4_v8 z = i4_set1(i4_zero_of(L, G, n, j)), s = i4_set1(i4_scale_of(L, G, n, j));
+            for (size_t w = j * wpg; w < (j + 1) * wpg; w++) {
+                const i4_v8 wv = i4_word(q[w], z, s);
+                for (size_t b = 0; b < nb; b++) acc[b] = i4_fma(wv, i4_load(c->xf + (b0 + b) * K + 8 * w), acc[b]);
+            }
+        }
+    } else {
+        float zc[I4_KC], sc[I4_KC];
+        for (size_t k0 = 0; k0 < K; k0 += I4_KC) {
+            const size_t len = K - k0 < I4_KC ? K - k0 : I4_KC;
+            i4_gather_groups(L, G, n, k0, len, zc, sc);
+            for (size_t i = 0; i < len; i += 8) {
+                const size_t w = (k0 + i) / 8;
+                const i4_v8 wv = i4_word(q[w], i4_load(zc + i), i4_load(sc + i));
+                for (size_t b = 0; b < nb; b++) acc[b] = i4_fma(wv, i4_load(c->xf + (b0 + b) * K + 8 * w), acc[b]);
+            }
+        }
+    }
+    for (size_t b = 0; b < nb; b++) {
+        const float y = i4_canonical(i4_hsum(acc[b]));
+        const size_t o = (b0 + b) * L->N + n;
+        if (c->y_f32) c->y_f32[o] = y;
+        if (c->y_f16) c->y_f16[o] = qg_f32_to_f16(y);
+    }
+}
+
+static void i4_gemv_range(void *vc, size_t n0, size_t n1)
+{
+    const i4_ctx *c = vc;
+    for (size_t n = n0; n < n1; n++)
+        for (size_t b0 = 0; b0 < c->batch; b0 += I4_BB) i4_gemv_row(c, n, b0, c->batch - b0 < I4_BB ? c->batch - b0 : I4_BB);
+}
+
+/* qg_w4a16_gemv_*. */
+static inline int i4_gemv(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
+{
+    if (!x || (!y_f32 && !y_f16)) return QG_ERR_argument_invalid;
+    int rc = qg_w4a16_validate(L);
+    if (rc) return rc;
+    if (batch == 0 || batch > SIZE_MAX / L->K / sizeof(float) || batch > SIZE_MAX / L->N) return QG_ERR_batch_invalid;
+    float *xf = malloc(batch * L->K * sizeof(float));
+    if (!xf) return QG_ERR_alloc_failed;
+    for (size_t i = 0; i < batch * L->K; i++) xf[i] = qg_f16_to_f32(x[i]);
+    i4_ctx c = {L, batch, L->K / L->g, xf, NULL, y_f32, y_f16};
+    /* At least about 2^16 weight x column products per range, so small calls stay on one thread. */
+    qg_parallel_for(L->N, 1, ((size_t)1 << 16) / (L->K * batch) + 1, i4_gemv_range, &c);
+    free(xf);
+    return 0;
+}
+
+static void i4_decode_range(void *vc, size_t n0, size_t n1)
+{
+    const i4_ctx *c = vc;
+    const qg_w4a16 *L = c->L;
+    const size_t K = L->K, W = K / 8, G = c->G;
+    float zc[I4_KC], sc[I4_KC];
+    for (size_t n = n0; n < n1; n++) {
+        const uint32_t *q = L->qweight + n * W;
+        float *out = c->w + n * K;
+        if (L->g_idx == NULL) {
+            const size_t wpg = L->g / 8;
+            for (size_t j = 0; j < G; j++) {
+                const i4_v8 z = i4_set1(i4_zero_of(L, G, n, j)), s = i4_set1(i4_scale_of(L, G, n, j));
+                for (size_t w = j * wpg; w < (j + 1) * wpg; w++) i4_store(out + 8 * w, i4_word(q[w], z, s));
+            }
+        } else {
+            for (size_t k0 = 0; k0 < K; k0 += I4_KC) {
+                const size_t len = K - k0 < I4_KC ? K - k0 : I4_KC;
+                i4_gather_groups(L, G, n, k0, len, zc, sc);
+                for (size_t i = 0; i < len; i += 8)
+                    i4_store(out + k0 + i, i4_word(q[(k0 + i) / 8], i4_load(zc + i), i4_load(sc + i)));
+            }
+        }
+    }
+}
+
+/* qg_w4a16_decode_*. */
+static inline int i4_decode(const qg_w4a16 *L, float *w)
+{
+    if (!w) return QG_ERR_argument_invalid;
+    int rc = qg_w4a16_validate(L);
+    if (rc) return rc;
+    i4_ctx c = {L, 1, L->K / L->g, NULL, w, NULL, NULL};
+    qg_parallel_for(L->N, 1, ((size_t)1 << 16) / L->K + 1, i4_decode_range, &c);
+    return 0;
+}
+
+/* ---- packed int4 x int4 GEMM ---- */
+
+typedef struct {
+    const qg_int4_gemm_args *p;
+    const int8_t *a, *b; /* M x kp and N x kp sign-extended codes, zero padded */
+    size_t kp;
+    int32_t *acc;
+    float *y_f32;
+    uint16_t *y_f16;
+} i4_gemm_ctx;
+
+static void i4_unpack_rows(const uint8_t *src, size_t rows, size_t K, size_t kp, int8_t *dst)
+{
+    const size_t rb = qg_int4_packed_row_bytes(K);
+    for (size_t r = 0; r < rows; r++) {
+        int8_t *d = dst + r * kp;
+        for (size_t k = 0; k < K; k++) d[k] = (int8_t)qg_int4_packed_get(src + r * rb, k);
+        memset(d + K, 0, kp - K);
+    }
+}
+
+static void i4_gemm_range(void *vc, size_t i0, size_t i1)
+{
+    const i4_gemm_ctx *c = vc;
+    const qg_int4_gemm_args *p = c->p;
+    for (size_t i = i0; i < i1; i++) {
+        const size_t m = i / p->N, n = i % p->N;
+        const int32_t s = i4_dot_i8(c->a + m * c->kp, c->b + n * c->kp, c->kp);
+        if (c->acc) c->acc[i] = s;
+        if (c->y_f32 || c->y_f16) {
+            const void *bias_n = NULL;
+            if (p->bias)
+                bias_n = p->bias_type == QG_INT4_F16 ? (const void *)((const uint16_t *)p->bias + n)
+                                                     : (const void *)((const float *)p->bias + n);
+            const float t = qg_int4_epilogue(s, p->sa[p->sa_len == 1 ? 0 : m], p->sb[p->sb_len == 1 ? 0 : n], bias_n,
+                                             p->bias_type, p->relu);
+            if (c->y_f32) c->y_f32[i] = t;
+            if (c->y_f16) c->y_f16[i] = qg_f32_to_f16(t);
+        }
+    }
+}
+
+/* qg_int4_gemm_packed_*. */
+static inline int i4_gemm(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16)
+{
+    int rc = qg_int4_gemm_check(p, acc, y_f32, y_f16);
+    if (rc) return rc;
+    const size_t kp = (p->K + 31) / 32 * 32;
+    if (p->M > SIZE_MAX / kp || p->N > SIZE_MAX / kp) return QG_ERR_shape_invalid;
+    int8_t *a = malloc(p->M * kp), *b = malloc(p->N * kp);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return QG_ERR_alloc_failed;
+    }
+    i4_unpack_rows(p->A, p->M, p->K, kp, a);
+    i4_unpack_rows(p->B, p->N, p->K, kp, b);
+    i4_gemm_ctx c = {p, a, b, kp, acc, y_f32, y_f16};
+    qg_parallel_for(p->M * p->N, 1, ((size_t)1 << 16) / kp + 1, i4_gemm_range, &c);
+    free(a);
+    free(b);
+    return 0;
+}
+
+#endif
