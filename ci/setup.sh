@@ -6,6 +6,9 @@
 #                          with its C library (libc6-dev-arm64-cross), qemu-user, and the arm64 HDF5 runtime
 #                          (multiarch) for the aarch64 build
 #   ci/setup.sh --fresh-root  also debootstrap, which ci/fresh.sh needs to build a clean Debian root
+#   ci/setup.sh --ggml     also llama.cpp's ggml for the plugin.ggml test: the llama-cpp-python source
+#                          package from PyPI (pip download), its ggml-base and ggml-cpu libraries built
+#                          with CMake and installed with ggml's public headers into .venv/ggml
 #   ci/setup.sh --offline  never touch the network (also chosen by itself when the package index does not
 #                          answer within a few seconds, and by QG_OFFLINE=1)
 #
@@ -18,13 +21,15 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CROSS=0
 FRESH=0
+GGML=0
 OFFLINE=${QG_OFFLINE:-0}
 for a in "$@"; do
     case "$a" in
     --cross) CROSS=1 ;;
     --fresh-root) FRESH=1 ;;
+    --ggml) GGML=1 ;;
     --offline) OFFLINE=1 ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option $a" >&2; exit 2 ;;
     esac
 done
@@ -161,4 +166,36 @@ if ! want_ok; then
     fi
     die "the generators need numpy and h5py; neither pip nor the system provided them"
 fi
+# llama.cpp's ggml (--ggml): present means done; offline means the plugin.ggml test skips, saying so.
+GGML_PKG_VERSION=0.3.36
+ggml_setup() {
+    local prefix="$VENV/ggml" src="$VENV/src" work tarball
+    if [ -e "$prefix/lib/libggml-cpu.so" ] && [ -e "$prefix/include/ggml-cpu.h" ]; then
+        say "ggml: present in $prefix"
+        return 0
+    fi
+    online || { say "ggml: offline, not installed; the plugin.ggml test will skip"; return 0; }
+    mkdir -p "$src"
+    tarball=$(ls "$src"/llama_cpp_python-"$GGML_PKG_VERSION".tar.gz 2>/dev/null | head -n 1 || true)
+    if [ -z "$tarball" ]; then
+        say "ggml: downloading the llama-cpp-python $GGML_PKG_VERSION source package"
+        timeout 900 "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+            -d "$src" "llama-cpp-python==$GGML_PKG_VERSION" || die "ggml: pip download llama-cpp-python==$GGML_PKG_VERSION failed"
+        tarball=$(ls "$src"/llama_cpp_python-"$GGML_PKG_VERSION".tar.gz | head -n 1)
+    fi
+    work="$src/llama_cpp_python-$GGML_PKG_VERSION"
+    [ -d "$work" ] || tar -xzf "$tarball" -C "$src"
+    # Only ggml's base and CPU libraries, as the package's own build makes them (AVX2 where the CPU has it).
+    cmake -S "$work/vendor/llama.cpp" -B "$work/build-ggml" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+        -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_OPENMP=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF \
+        -DLLAMA_BUILD_COMMON=OFF >"$work/ggml-configure.log" || die "ggml: configure failed (see $work/ggml-configure.log)"
+    cmake --build "$work/build-ggml" -j"$(nproc)" --target ggml-base ggml-cpu >"$work/ggml-build.log" ||
+        die "ggml: build failed (see $work/ggml-build.log)"
+    mkdir -p "$prefix/lib" "$prefix/include"
+    cp -P "$work"/build-ggml/bin/libggml-base.so* "$work"/build-ggml/bin/libggml-cpu.so* "$prefix/lib/"
+    cp "$work"/vendor/llama.cpp/ggml/include/ggml*.h "$prefix/include/"
+    say "ggml: installed into $prefix"
+}
+[ "$GGML" = 1 ] && ggml_setup
 say "ready ($(cmake --version | head -1); python $("$VENV/bin/python" -c 'import numpy, h5py; print("numpy", numpy.__version__, "h5py", h5py.__version__)'))"

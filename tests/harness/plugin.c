@@ -126,8 +126,12 @@ static int tr_dot(qg_ktype t, const uint8_t *w, const uint8_t *q8, size_t cols, 
     if (d == NULL) return QG_ERR_argument_invalid;
     int rc = ws_get(d, 1, cols, 1, &ws);
     if (rc) return rc;
-    rc = d->fn.kq_dot(d->user, w, q8, cols, S, M, r, ws, NULL);
+    const int result_only = (d->flags & QGOLD_PLUGIN_DOT_RESULT_ONLY) != 0;
+    rc = d->fn.kq_dot(d->user, w, q8, cols, result_only ? NULL : S, result_only ? NULL : M, r, ws, NULL);
     free(ws);
+    /* A result-only kernel's integer sums are the reference's: only *result is the kernel's to judge. */
+    float unused;
+    if (rc == 0 && result_only && qg_kq_dot_q8k_ref(t, w, q8, cols, S, M, &unused) != QG_ERR_ok) rc = 1;
     if (rc != 0) return rejected(!w || !q8 || !S || !M || !r ? QG_ERR_argument_invalid : qg_kq_check_shape(t, 1, cols, cols / 256 * qg_kq_block_bytes(t)));
     hash_out(S, cols / 256 * 4);
     hash_out(M, cols / 256 * 4);
@@ -220,7 +224,10 @@ static int validate_kernel(const char *file, size_t i, const qgold_plugin_kernel
         snprintf(why, sizeof why, "unknown backend %u (cpu 1, cuda 2)", d->backend);
         return bad_kernel(e, QG_ERR_plugin_kernel_invalid, file, i, d, "", why);
     }
-    if (d->reserved != 0) return bad_kernel(e, QG_ERR_plugin_kernel_invalid, file, i, d, "", "reserved is not 0");
+    if ((d->flags & ~QGOLD_PLUGIN_DOT_RESULT_ONLY) != 0 || (d->flags != 0 && d->kind != QGOLD_PLUGIN_KQ_DOT)) {
+        snprintf(why, sizeof why, "flags 0x%x (only QGOLD_PLUGIN_DOT_RESULT_ONLY, and only on a kq_dot kernel)", d->flags);
+        return bad_kernel(e, QG_ERR_plugin_kernel_invalid, file, i, d, "", why);
+    }
     const qg_kernel *ref = qg_registry_find(d->format, d->path, QG_BACKEND_REF);
     if (ref == NULL) {
         snprintf(why, sizeof why, "no format/path %s/%s in qgold (qgold list shows them)", d->format, d->path);

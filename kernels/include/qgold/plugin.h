@@ -59,7 +59,9 @@ typedef enum {
  *   dequant:  blocks of nbytes bytes, rows x cols weights row-major, cols a multiple of 256;
  *             y is rows x cols float32 (dequant_f32) or fp16 bits (dequant_f16).
  *   dot:      one weight row and one Q8_K row of cols values; S[i] and M[i] are the exact integer sums of
- *             block i (qgold spec kquants.md), *result the float dot product.
+ *             block i (qgold spec kquants.md), *result the float dot product. A kernel flagged
+ *             QGOLD_PLUGIN_DOT_RESULT_ONLY computes only *result and gets S = M = NULL (a library whose
+ *             dot does not expose its integer sums); it is then judged by the bound on *result alone.
  *   gemv:     w is rows x cols weights; x holds batch activation vectors of cols fp16 values each, one
  *             after the other; exactly one of y_f32 / y_f16 is non-NULL, batch x rows outputs, vector b
  *             at y + b*rows. batch is 1..16. */
@@ -94,12 +96,14 @@ typedef struct {
 } qgold_plugin_numerics;
 
 #define QGOLD_PLUGIN_NONDETERMINISTIC 1u
+/* qgold_plugin_kernel.flags */
+#define QGOLD_PLUGIN_DOT_RESULT_ONLY 1u
 
 typedef struct {
     uint32_t struct_size;     /* sizeof(qgold_plugin_kernel) as the plugin was compiled */
     uint32_t kind;            /* qgold_plugin_kind */
     uint32_t backend;         /* qgold_plugin_backend */
-    uint32_t reserved;        /* 0 */
+    uint32_t flags;           /* 0, or QGOLD_PLUGIN_DOT_RESULT_ONLY for a KQ_DOT kernel */
     const char *name;         /* the kernel's name in reports, e.g. "mylib_q4k_dequant_avx2" */
     const char *format;       /* "q4_k" */
     const char *path;         /* "dequant" */
