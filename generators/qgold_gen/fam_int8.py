@@ -98,6 +98,9 @@ class Draws:
 
 
 def _case(ff: FixtureFile, name: str, path: str, description: str, prov: dict | None, **attrs):
+    for key, value in (("description", description), *dict(prov or {}).items()):
+        # the C fixture loader reads string attributes of fewer than 256 bytes
+        assert not isinstance(value, str) or len(value.encode()) < 256, (name, key)
     return ff.add_case(name, format_version=FORMAT_VERSION, path=path, description=description,
                        **dict(prov or {}), **attrs)
 
@@ -328,10 +331,9 @@ def build_quantize(ff: FixtureFile) -> None:
                   [190 * u, -190 * u, 150 * u, -129 * u, 100.5 * u, -0.5 * u, 0.5 * u, 0.0],
                   [2.0**-20, -2.0**-21, 2.0**-22, 0.0, 0.0, 0.0, 0.0, 0.0],
                   [127 * u, -127 * u, 63.5 * u, u, 0.0, 0.0, 0.0, 0.0]], F32)
-    add_quantize(ff, "f16_subnormal_scales", "fp16 scales 10 * 2^-24 and 2^-24 (subnormal, "
-                 "rounded down from amax / 127): ratios 128 .. 190 saturate to 127, -129 .. -190 "
-                 "to -128, ties 127.5 / -128.5; amax 2^-20: amax / 127 is below half the smallest "
-                 "subnormal, s16 = 0 and codes 0; amax 127 * 2^-24: s16 = 2^-24 exactly",
+    add_quantize(ff, "f16_subnormal_scales", "fp16 scales 10 * 2^-24 and 2^-24 (rounded down): "
+                 "ratios 128 .. 190 saturate to 127, -129 .. -190 to -128, ties 127.5, -128.5; "
+                 "amax 2^-20: s16 underflows to 0, codes 0; amax 127 * 2^-24: s16 = 2^-24",
                  x, "row", 0, "float32", "float16",
                  check=lambda x, q, s: has_saturation(x[:2], q[:2], s[:2], "row", 0)
                  and list(s) == [10 * u, u, 0.0, u] and not q[2].any()
@@ -341,10 +343,9 @@ def build_quantize(ff: FixtureFile) -> None:
     x = np.array([[190 * t, -190 * t, 128 * t, -129 * t, 127 * t, 3 * t, -2 * t, 0.0],
                   [63 * t, -63 * t, 5 * t, t, 0.0, 0.0, 0.0, 0.0],
                   [64 * t, -64 * t, 5 * t, -t, 0.0, 0.0, 0.0, 0.0]], F32)
-    add_quantize(ff, "f32_subnormal_scales", "float32 scale 2^-149 (subnormal, from amax "
-                 "190 * 2^-149): ratios up to 190 saturate to 127 and -190, -129 to -128; amax "
-                 "63 * 2^-149: amax / 127 rounds to 0, so s = 0 and codes 0 in a nonzero row; "
-                 "amax 64 * 2^-149 gives s = 2^-149", x, "row", 0, "float32", "float32",
+    add_quantize(ff, "f32_subnormal_scales", "float32 scale 2^-149: ratios up to 190 saturate "
+                 "to 127, -190 and -129 to -128; amax 63 * 2^-149: s rounds to 0, codes 0 in a "
+                 "nonzero row; amax 64 * 2^-149: s = 2^-149", x, "row", 0, "float32", "float32",
                  check=lambda x, q, s: has_saturation(x[:1], q[:1], s[:1], "row", 0)
                  and list(s) == [t, 0.0, t] and not q[1].any()
                  and q[2, :4].tolist() == [64, -64, 5, -1])

@@ -516,6 +516,14 @@ class Fixtures(unittest.TestCase):
         self.assertEqual(errors, {"int_nonfinite_input", "int_k_too_large", "int_scale_invalid",
                                   "int_group_invalid", "shape_invalid", "size_mismatch"})
 
+    def test_string_attributes_fit_the_loader(self):
+        """The C fixture loader reads string attributes of fewer than 256 bytes."""
+        for family in ("quantize", "dequant", "w8a8", "w8a16", "invalid"):
+            for name, g in self.cases(family):
+                for key, value in g.attrs.items():
+                    if isinstance(value, str):
+                        self.assertLess(len(value.encode()), 256, (family, name, key))
+
     def test_size_budget(self):
         total = sum(os.path.getsize(os.path.join(REPO_GOLDEN, n)) for n in os.listdir(REPO_GOLDEN))
         self.assertLess(total, 512 * 1024)
