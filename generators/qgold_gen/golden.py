@@ -12,6 +12,7 @@ from . import fam_spqr
 from . import fam_rans
 from . import fam_int8
 from . import fam_gguf
+from . import fam_int4
 from .schema import (FixtureFile, Registry, SchemaError, attr_kind_value, describe_file,
                      manifest_entries, read_manifest, write_manifest)
 
@@ -34,6 +35,7 @@ FAMILIES = [Family(fam_rng.FORMAT, fam_rng.FAMILY, fam_rng.build)] + [
 FAMILIES += [Family(fmt, family, build) for fmt, family, build in fam_spqr.families()]
 FAMILIES += [Family(fam_rans.FORMAT, family, build) for family, build in fam_rans.FAMILIES]
 FAMILIES += [Family(fmt, family, build) for fmt, family, build in fam_int8.families()]
+FAMILIES += [Family(fam_int4.FORMAT, family, build) for family, build in fam_int4.FAMILIES]
 FAMILIES += [Family(fam_gguf.FORMAT, family, build) for family, build in fam_gguf.FAMILIES if fam_gguf.WRITABLE]
 # Formats whose generator cannot run here (a missing optional package, allowed by the environment):
 # their files are neither written, removed nor compared, and --check says so.
