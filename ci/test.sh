@@ -8,7 +8,7 @@ T0=$(date +%s)
 elapsed() { echo "[$(($(date +%s) - T0)) s]"; }
 
 step "set-up $(elapsed)"
-ci/setup.sh --cross
+ci/setup.sh --cross --ggml
 
 step "build: preset default $(elapsed)"
 configure_build default

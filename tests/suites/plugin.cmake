@@ -68,6 +68,9 @@ qg_plugin_mode(TIER - "plugin_numerics_invalid: .*bit-exact")
 # A crash names the case, and the cases after it still run (the row counts them all).
 qg_add_test(NAME plugin.isolation.continues LABELS "unit;plugin" COMMAND ${qg_verify} 1 "dequant.h5: case [^ ]*specials.*plugin_case_crashed.*and [0-9]+ more failing cases"
             ${qg_qgold} --plugin ${QG_PLUGIN_DIR}/modes_segv.so --format q4_k --path dequant)
+# --full: the large shapes of every K-quant kind against the reference (label full: minutes).
+qg_add_test(NAME plugin.full LABELS "full;plugin" COMMAND ${qg_verify} 0 "full 14336x4096 b4 .*PASS" ${qg_qgold} --plugin
+            ${QG_PLUGIN_DIR}/modes_good.so --format q4_k --full TIMEOUT 1800)
 qg_add_test(NAME plugin.open_failed LABELS "unit;plugin" COMMAND ${qg_verify} 1 "plugin_open_failed: .*no_such_plugin.so"
             ${qg_qgold} --plugin ${CMAKE_CURRENT_BINARY_DIR}/no_such_plugin.so)
 # --json and --junit are written (atomically) and agree with the table.
