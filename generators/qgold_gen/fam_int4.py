@@ -81,6 +81,9 @@ def f32b(values) -> np.ndarray:
 
 
 def _case(ff: FixtureFile, name: str, path: str, description: str, prov: dict | None, **attrs):
+    # the C loader reads names into 64 bytes and descriptions into 256 (with the terminator)
+    assert len(name) < 64 and len(description.encode("utf-8")) < 256, name
+    assert len((prov or {}).get("transform", "").encode("utf-8")) < 256, name
     return ff.add_case(name, format_version=FORMAT_VERSION, path=path, description=description,
                        **dict(prov or {}), **attrs)
 
@@ -556,7 +559,7 @@ def build_gemv(ff: FixtureFile) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def add_import(ff, name, description, kind, q, z_eff, s16, g, gi=None, version=2, prov=None,
-               check=None, stored=None):
+               check=None, stored=None, act="none"):
     """kind "gptq" or "awq"; z_eff: effective zeros [N, G]; stored: GPTQ stored zeros override."""
     q = np.asarray(q, np.int64)
     N, K = q.shape
@@ -574,7 +577,8 @@ def add_import(ff, name, description, kind, q, z_eff, s16, g, gi=None, version=2
     qweight = I4.pack_canonical(q)
     zeros = z_eff.astype(np.uint8)
     I4.validate_w4a16(N, K, g, qweight, s16, zeros, gi)
-    attrs = dict(N=N, K=K, g=g, has_g_idx=int(gi is not None))
+    assert (gi is None) == (act == "none")
+    attrs = dict(N=N, K=K, g=g, has_g_idx=int(gi is not None), act_order=act)
     if kind == "gptq":
         attrs["version"] = version
     grp = _case(ff, name, f"import_{kind}", description, prov, **attrs)
@@ -618,7 +622,7 @@ def build_import(ff: FixtureFile) -> None:
         gi = make_g_idx(dr, K, g, act)
         what = f"GPTQ v{version}" if kind == "gptq" else "AWQ"
         add_import(ff, name, f"{what} N {N} K {K} g {g}, g_idx {act}", kind, q, z, s16, g, gi,
-                   version, dr.provenance(), check=negative_words)
+                   version, dr.provenance(), check=negative_words, act=act)
 
     # zero conventions: symmetric checkpoints (v1 stores 7, v2 stores 8: both mean z = 8)
     dr = Draws(620)

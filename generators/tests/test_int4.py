@@ -339,6 +339,9 @@ class Fixtures(unittest.TestCase):
             seen = set()
             for name, attrs, d in cases(family):
                 seen.add(attrs["path"])
+                # the C loader's string buffers: name 64, description 256 bytes with the NUL
+                self.assertLess(len(name), 64)
+                self.assertLess(len(attrs["description"].encode("utf-8")), 256, name)
                 self.assertEqual(attrs["format"], "int4")
                 self.assertEqual(attrs["case_id"], f"int4.{family}.{name}")
                 if attrs["expect"] == "invalid":
