@@ -21,3 +21,17 @@ endif()
 # the build tree's tmp/, checked by the CLI as a child process whose peak RSS and rate are printed.
 qg_test_exe(test_gguf_large unit/test_gguf_large.c)
 qg_add_test(NAME large.gguf.stream LABELS large COMMAND test_gguf_large $<TARGET_FILE:qgold> ${CMAKE_CURRENT_BINARY_DIR}/tmp 8 TIMEOUT 3600)
+
+# A file made entirely by third parties: ggml's quantizer (ggml-python) and gguf-py's writer; qgold's
+# check passes and its dequantization equals gguf-py's. Skipped (77) where the python lacks ggml-python,
+# which is not pinned: point QG_GGML_PYTHON at a python that has it.
+set(QG_GGML_PYTHON "" CACHE FILEPATH "Python with ggml-python and gguf for cli.gguf.ggml (default: QG_PYTHON)")
+if(NOT CMAKE_CROSSCOMPILING AND (QG_GGML_PYTHON OR QG_PYTHON_OK))
+  if(QG_GGML_PYTHON)
+    set(qg_ggml_py ${QG_GGML_PYTHON})
+  else()
+    set(qg_ggml_py ${QG_PYTHON})
+  endif()
+  qg_add_test(NAME cli.gguf.ggml LABELS unit COMMAND ${qg_ggml_py} ${CMAKE_CURRENT_SOURCE_DIR}/cli/gguf_ggml_crosscheck.py
+              $<TARGET_FILE:qgold> ${CMAKE_CURRENT_BINARY_DIR}/tmp/gguf-ggml)
+endif()
