@@ -134,6 +134,7 @@ typedef struct {
     const char *path, *backend, *glob, *json;
     int gemv;
     int only_backend; /* -1: all */
+    size_t threads;   /* the check's own threads (the kernels then run single-threaded inside them) */
 } check_opts;
 
 typedef struct {
@@ -227,15 +228,13 @@ static void check_gemv(const qg_gguf_tensor *t, qg_ktype kt, const backend_row *
     }
 }
 
-/* The reference decode of one chunk, split by rows over qg_threads() threads (the reference is the
- * slowest party of a check; each thread decodes its own rows, so the bits do not depend on the split). */
-typedef struct {
-    uint32_t type;
-    const uint8_t *raw;
-    size_t rows, cols, row_bytes;
-    float *y;
-    int rc;
-} ref_job;
+/* One chunk of rows is split over threads by rows; each thread walks its rows in pieces of about
+ * k_piece_elems elements: the reference decodes a piece into the chunk's buffer (the GEMV reads it
+ * later), every backend decodes the same piece into the thread's own poisoned buffer, and the two are
+ * compared while both are still in cache. The decoded values are 7 times the bytes of a Q4_K row, so
+ * keeping them cache-sized is what makes the check run near memory speed; the bits do not depend on the
+ * split (every decode is row-local and exact). */
+static const size_t k_piece_elems = (size_t)1 << 15;
 
 static int ref_decode(uint32_t type, const uint8_t *raw, size_t rows, size_t cols, size_t row_bytes, float *y)
 {
@@ -248,42 +247,77 @@ static int ref_decode(uint32_t type, const uint8_t *raw, size_t rows, size_t col
     }
 }
 
-static void *ref_worker(void *p)
+typedef struct {
+    /* the piece of work */
+    uint32_t type;
+    const uint8_t *raw; /* the chunk's first row */
+    size_t r0, r1, cols, row_bytes;
+    float *ref;         /* the chunk's reference output (row 0 of the chunk) */
+    const backend_row *be;
+    size_t nbe;
+    float *got;         /* this thread's piece buffer */
+    /* the outcome: the first failure (in row order) */
+    size_t fail_row;    /* SIZE_MAX: none */
+    char detail[400];
+} chunk_job;
+
+static void job_fail(chunk_job *j, size_t row, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void job_fail(chunk_job *j, size_t row, const char *fmt, ...)
 {
-    ref_job *j = p;
-    j->rc = ref_decode(j->type, j->raw, j->rows, j->cols, j->row_bytes, j->y);
+    if (j->fail_row != SIZE_MAX) return;
+    j->fail_row = row;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->detail, sizeof j->detail, fmt, ap);
+    va_end(ap);
+}
+
+static void *chunk_worker(void *p)
+{
+    chunk_job *j = p;
+    const int kquant = j->type >= QG_GGML_Q4_K && j->type <= QG_GGML_Q8_K;
+    const qg_ktype kt = kquant ? (qg_ktype)(j->type - QG_GGML_Q4_K) : QG_Q4_K;
+    const size_t per = j->cols >= k_piece_elems ? 1 : k_piece_elems / j->cols;
+    for (size_t r = j->r0; r < j->r1 && j->fail_row == SIZE_MAX; r += per) {
+        const size_t n = j->r1 - r < per ? j->r1 - r : per, nval = n * j->cols, nbytes = n * j->row_bytes;
+        const uint8_t *raw = j->raw + r * j->row_bytes;
+        float *ref = j->ref + r * j->cols;
+        int rc = ref_decode(j->type, raw, n, j->cols, j->row_bytes, ref);
+        if (rc != 0) {
+            job_fail(j, r, "%s: reference decode: %s", qg_error_name(rc), qg_error_message(rc));
+            break;
+        }
+        for (size_t i = 0; i < j->nbe; i++) {
+            const qg_kernel *k = j->be[i].k;
+            memset(j->got, 0xA5, nval * sizeof(float)); /* poison: an unwritten element shows as a mismatch */
+            rc = kquant ? k->fn.kq_dequant.f32(kt, raw, nbytes, n, j->cols, j->got) : k->fn.convert(raw, j->got, nval);
+            if (rc != 0) {
+                job_fail(j, r, "%s: %s: %s", qg_error_name(rc), k->name, qg_error_message(rc));
+                continue;
+            }
+            if (memcmp(ref, j->got, nval * sizeof(float)) == 0) continue; /* identical bits: the common case */
+            qg_exact_report er;
+            /* NaNs made by arithmetic (inf * 0 from an infinite scale) have a machine-chosen sign */
+            rc = kquant ? qg_compare_exact_nan_any(QG_ELEM_F32, ref, j->got, nval, &er) : qg_compare_exact(QG_ELEM_F32, ref, j->got, nval, &er);
+            if (rc != 0)
+                job_fail(j, r + er.index / j->cols, "%s: %s differs from the reference at column %zu (%zu of the %zu values decoded with it): %s",
+                         qg_error_name(rc), k->name, er.index % j->cols, er.mismatches, nval, er.text);
+        }
+    }
     return NULL;
 }
 
-static int ref_decode_par(uint32_t type, const uint8_t *raw, size_t rows, size_t cols, size_t row_bytes, float *y)
-{
-    enum { MAX_T = 64 };
-    size_t nt = (size_t)qg_threads();
-    if (nt > MAX_T) nt = MAX_T;
-    if (nt > rows) nt = rows;
-    if (nt <= 1) return ref_decode(type, raw, rows, cols, row_bytes, y);
-    ref_job jobs[MAX_T];
-    pthread_t th[MAX_T];
-    int started[MAX_T] = {0};
-    for (size_t i = 0; i < nt; i++) {
-        const size_t r0 = rows * i / nt, r1 = rows * (i + 1) / nt;
-        jobs[i] = (ref_job){type, raw + r0 * row_bytes, r1 - r0, cols, row_bytes, y + r0 * cols, 0};
-        if (i > 0) started[i] = pthread_create(&th[i], NULL, ref_worker, &jobs[i]) == 0;
-    }
-    ref_worker(&jobs[0]);
-    int rc = jobs[0].rc;
-    for (size_t i = 1; i < nt; i++) {
-        if (started[i]) pthread_join(th[i], NULL);
-        else ref_worker(&jobs[i]); /* no thread: decode here */
-        if (rc == 0) rc = jobs[i].rc;
-    }
-    return rc;
-}
+enum { MAX_THREADS = 64 };
 
 /* One covered tensor, streamed. Returns the bytes read. */
 static uint64_t check_tensor(qg_gguf *g, const qg_gguf_tensor *t, uint64_t index, const check_opts *o, buffers *b, tensor_result *r,
                              double t0, uint64_t done_before, uint64_t total_bytes, size_t ntensors, int tty)
 {
+    const size_t nthreads = o->threads;
     snprintf(r->status, sizeof r->status, "ok");
     r->detail[0] = r->backends[0] = '\0';
     const int kquant = t->type >= QG_GGML_Q4_K && t->type <= QG_GGML_Q8_K;
@@ -321,18 +355,22 @@ static uint64_t check_tensor(qg_gguf *g, const qg_gguf_tensor *t, uint64_t index
         tensor_fail(r, "%s: %zu bytes for a chunk of %s", qg_error_name(QG_ERR_alloc_failed), val_need, t->name);
         return 0;
     }
-    float *got = malloc(val_need ? val_need : 1);
-    if (got == NULL) {
-        tensor_fail(r, "%s: %zu bytes for a chunk of %s", qg_error_name(QG_ERR_alloc_failed), val_need, t->name);
-        return 0;
-    }
+    /* per-thread piece buffers: at most one row or k_piece_elems values */
+    const size_t piece = (size_t)(cols > k_piece_elems ? cols : k_piece_elems) * sizeof(float);
+    float *pieces[MAX_THREADS] = {0};
+    for (size_t i = 0; i < nthreads; i++)
+        if ((pieces[i] = malloc(piece)) == NULL) {
+            for (size_t k = 0; k < i; k++) free(pieces[k]);
+            tensor_fail(r, "%s: %zu bytes for a piece of %s", qg_error_name(QG_ERR_alloc_failed), piece, t->name);
+            return 0;
+        }
     const uint64_t seed = k_gemv_seed + index;
     if (ngv) {
         size_t xn = 0, yn = 0;
         if (qgc_mul_size((size_t)cols, 2, &xn) || ensure((void **)&b->x, &b->x_cap, xn) || qgc_mul_size((size_t)per, 8, &yn) ||
             ensure((void **)&b->ystar, &b->row_cap, yn) || !(b->sum_abs = realloc(b->sum_abs, yn)) || !(b->y = realloc(b->y, yn))) {
             tensor_fail(r, "%s: no memory for the GEMV of %s", qg_error_name(QG_ERR_alloc_failed), t->name);
-            free(got);
+            for (size_t k = 0; k < nthreads; k++) free(pieces[k]);
             return 0;
         }
         qg_rng rng;
@@ -345,7 +383,7 @@ static uint64_t check_tensor(qg_gguf *g, const qg_gguf_tensor *t, uint64_t index
     double last_shown = 0;
     for (uint64_t row0 = 0; row0 < t->rows; row0 += per) {
         const uint64_t n = t->rows - row0 < per ? t->rows - row0 : per;
-        const size_t nbytes = (size_t)(n * t->row_bytes), nval = (size_t)(n * cols);
+        const size_t nbytes = (size_t)(n * t->row_bytes);
         int rc = qg_gguf_read_rows(g, t, row0, n, b->raw);
         if (rc != 0) {
             tensor_fail(r, "%s: %s", qg_error_name(rc), g->msg);
@@ -358,32 +396,29 @@ static uint64_t check_tensor(qg_gguf *g, const qg_gguf_tensor *t, uint64_t index
             if (count && bad_blocks == 0) first_bad = row0 * blocks_per_row + first;
             bad_blocks += count;
         }
-        rc = ref_decode_par(t->type, b->raw, (size_t)n, (size_t)cols, (size_t)t->row_bytes, b->ref);
-        if (rc != 0) {
-            tensor_fail(r, "%s: reference decode of rows %llu..%llu: %s", qg_error_name(rc), (unsigned long long)row0,
-                        (unsigned long long)(row0 + n - 1), qg_error_message(rc));
-            break;
+        /* the chunk's rows over the threads, each with its own piece buffer */
+        size_t nt = nthreads < (size_t)n ? nthreads : (size_t)n;
+        chunk_job jobs[MAX_THREADS];
+        pthread_t th[MAX_THREADS];
+        int started[MAX_THREADS] = {0};
+        for (size_t i = 0; i < nt; i++) {
+            jobs[i] = (chunk_job){t->type, b->raw, (size_t)n * i / nt, (size_t)n * (i + 1) / nt, (size_t)cols, (size_t)t->row_bytes,
+                                  b->ref, rows, nrows_be, pieces[i], SIZE_MAX, ""};
+            if (i > 0) started[i] = pthread_create(&th[i], NULL, chunk_worker, &jobs[i]) == 0;
         }
-        for (size_t i = 0; i < nrows_be; i++) {
-            const qg_kernel *k = rows[i].k;
-            memset(got, 0xA5, nval * sizeof(float)); /* poison: an unwritten element shows as a mismatch */
-            rc = kquant ? k->fn.kq_dequant.f32(kt, b->raw, nbytes, (size_t)n, (size_t)cols, got) : k->fn.convert(b->raw, got, nval);
-            if (rc != 0) {
-                tensor_fail(r, "%s: %s on rows %llu..%llu: %s", qg_error_name(rc), k->name, (unsigned long long)row0,
-                            (unsigned long long)(row0 + n - 1), qg_error_message(rc));
-                continue;
-            }
-            if (memcmp(b->ref, got, nval * sizeof(float)) == 0) continue; /* identical bits: the common case, at memcmp speed */
-            qg_exact_report er;
-            /* NaNs made by arithmetic (inf * 0 from an infinite scale) have a machine-chosen sign */
-            rc = kquant ? qg_compare_exact_nan_any(QG_ELEM_F32, b->ref, got, nval, &er) : qg_compare_exact(QG_ELEM_F32, b->ref, got, nval, &er);
-            if (rc != 0) {
-                mismatches += er.mismatches;
-                tensor_fail(r, "%s: %s differs from the reference at row %llu, column %llu (%zu of %zu values in this chunk): %s",
-                            qg_error_name(rc), k->name, (unsigned long long)(row0 + er.index / cols), (unsigned long long)(er.index % cols),
-                            er.mismatches, nval, er.text);
-            }
+        chunk_worker(&jobs[0]);
+        for (size_t i = 1; i < nt; i++) {
+            if (started[i]) pthread_join(th[i], NULL);
+            else chunk_worker(&jobs[i]); /* no thread: do its rows here */
         }
+        int chunk_failed = 0;
+        for (size_t i = 0; i < nt; i++) {
+            if (jobs[i].fail_row == SIZE_MAX) continue;
+            tensor_fail(r, "row %llu: %s", (unsigned long long)(row0 + jobs[i].fail_row), jobs[i].detail);
+            chunk_failed = 1;
+            break; /* jobs are in row order: the first is the earliest row */
+        }
+        mismatches += (uint64_t)chunk_failed;
         if (ngv) check_gemv(t, kt, gv, ngv, b, (size_t)n, row0, seed, r);
         if (tty) {
             const double el = now_s() - t0;
@@ -401,7 +436,7 @@ static uint64_t check_tensor(qg_gguf *g, const qg_gguf_tensor *t, uint64_t index
                     (unsigned long long)(first_bad % blocks_per_row), (unsigned long long)bad_blocks,
                     (unsigned long long)(t->rows * blocks_per_row));
     (void)mismatches;
-    free(got);
+    for (size_t k = 0; k < nthreads; k++) free(pieces[k]);
     return done;
 }
 
@@ -445,6 +480,12 @@ static int gguf_check(const check_opts *o)
     uint64_t checked = 0, skipped = 0, failed = 0, total = 0, done = 0;
     size_t selected = 0;
     double t0 = now_s();
+    check_opts oo = *o;
+    o = &oo;
+    oo.threads = (size_t)qg_threads();
+    if (oo.threads < 1) oo.threads = 1;
+    if (oo.threads > MAX_THREADS) oo.threads = MAX_THREADS;
+    qg_set_threads(1);
     if (rc == 0) {
         printf("%s: GGUF version %u, %llu tensors, %llu key-values: container OK\n", o->path, g.version, (unsigned long long)g.n_tensors,
                (unsigned long long)g.n_kv);
@@ -507,6 +548,7 @@ static int gguf_check(const check_opts *o)
     } else if (js) {
         fprintf(js, "\n  ]\n}\n");
     }
+    qg_set_threads(0);
     int out = rc != 0 || failed != 0;
     if (js) {
         fclose(js);
