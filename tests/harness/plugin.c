@@ -300,8 +300,8 @@ int qgp_load(const char *file, qgp_plugin **out, qg_err *e)
             rc = qg_err_set(e, QG_ERR_plugin_abi_newer, "%s: built against plugin ABI %u; this qgold supports ABI %u: use a newer qgold, or rebuild the plugin against this qgold's qgold/plugin.h",
                             file, info.abi_version, QGOLD_PLUGIN_ABI_VERSION);
         else if (erc != 0)
-            rc = qg_err_set(e, QG_ERR_plugin_entry_failed, "%s: %s returned %d (the plugin refused host ABI %u)", file,
-                            QGOLD_PLUGIN_ENTRY_SYMBOL, erc, QGOLD_PLUGIN_ABI_VERSION);
+            rc = qg_err_set(e, QG_ERR_plugin_entry_failed, "%s: %s returned %d for host ABI %u: the plugin refused to load (its own reason, if it gives one, is on stderr)",
+                            file, QGOLD_PLUGIN_ENTRY_SYMBOL, erc, QGOLD_PLUGIN_ABI_VERSION);
         else if (info.abi_version == 0 || info.struct_size < QGP_V1_INFO_SIZE)
             rc = qg_err_set(e, QG_ERR_plugin_abi_invalid, "%s: abi_version %u, struct_size %u: set abi_version = QGOLD_PLUGIN_ABI_VERSION and struct_size = sizeof(qgold_plugin_info)",
                             file, info.abi_version, info.struct_size);

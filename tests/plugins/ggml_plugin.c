@@ -3,7 +3,8 @@
  * The plugin is compiled against the public headers ggml.h and ggml-cpu.h of an installed ggml (the
  * llama-cpp-python package's copy: ci/setup.sh --ggml) and opens libggml-base.so and libggml-cpu.so at
  * load time from $QGOLD_GGML_LIB_DIR (default: the directory given at build time). It exposes
- *   - dequantization of Q4_K, Q5_K, Q6_K, Q8_K: ggml_get_type_traits(type)->to_float (float32 output);
+ *   - dequantization of Q4_K, Q5_K, Q6_K (and Q8_K where ggml exports it): ggml_get_type_traits(type)->to_float
+ *     (float32 output);
  *     the fp16 output is that float32 rounded by ggml_fp32_to_fp16;
  *   - the dot of a Q4_K/Q5_K/Q6_K row with a Q8_K row: ggml_get_type_traits_cpu(type)->vec_dot, the
  *     kernel ggml's matrix products run (AVX2 on x86-64 when the library was built with it). ggml's dot
@@ -94,10 +95,11 @@ static int dot(void *user, const uint8_t *w, const uint8_t *q8, size_t cols, int
     {sizeof(qgold_plugin_kernel), QGOLD_PLUGIN_KQ_DOT, QGOLD_PLUGIN_CPU, QGOLD_PLUGIN_DOT_RESULT_ONLY, nm, fmt, "dot_q8k", \
      {0, 0, 0, 0, 0, 0, 0}, &k_types[i], NULL, {.kq_dot = dot}, {.any = NULL}}
 
+/* Q8_K's dequantizer last: ggml exports it only in some versions (the table is cut before it when not). */
 static const qgold_plugin_kernel kernels[] = {
     DEQ(0, "ggml_dequantize_q4_K", "q4_k"), DEQ(1, "ggml_dequantize_q5_K", "q5_k"), DEQ(2, "ggml_dequantize_q6_K", "q6_k"),
-    DEQ(3, "ggml_dequantize_q8_K", "q8_k"), DOT(0, "ggml_vec_dot_q4_K_q8_K", "q4_k"), DOT(1, "ggml_vec_dot_q5_K_q8_K", "q5_k"),
-    DOT(2, "ggml_vec_dot_q6_K_q8_K", "q6_k"),
+    DOT(0, "ggml_vec_dot_q4_K_q8_K", "q4_k"), DOT(1, "ggml_vec_dot_q5_K_q8_K", "q5_k"), DOT(2, "ggml_vec_dot_q6_K_q8_K", "q6_k"),
+    DEQ(3, "ggml_dequantize_q8_K", "q8_k"),
 };
 
 static void *open_lib(const char *dir, const char *name)
@@ -137,7 +139,7 @@ QGOLD_PLUGIN_EXPORT int qgold_plugin_entry(uint32_t host_abi, qgold_plugin_info 
             fprintf(stderr, "ggml plugin: ggml's %s dot is not against Q8_K\n", g.traits(k_types[i])->type_name);
             return 4;
         }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 3; i++)
         if (g.traits(k_types[i])->to_float == NULL || g.traits(k_types[i])->blck_size != 256) {
             fprintf(stderr, "ggml plugin: ggml's %s has no dequantizer or another block size\n", g.traits(k_types[i])->type_name);
             return 5;
@@ -147,6 +149,8 @@ QGOLD_PLUGIN_EXPORT int qgold_plugin_entry(uint32_t host_abi, qgold_plugin_info 
     void *p5 = dlsym(base, "ggml_version");
     memcpy(&ver, &p5, sizeof p5);
     snprintf(version, sizeof version, "%s", p5 ? ver() : "(version unknown)");
-    *out = (qgold_plugin_info){sizeof *out, QGOLD_PLUGIN_ABI_VERSION, "ggml", version, sizeof kernels / sizeof kernels[0], kernels};
+    const int q8k = g.traits(GGML_TYPE_Q8_K)->to_float != NULL && g.traits(GGML_TYPE_Q8_K)->blck_size == 256;
+    if (!q8k) fprintf(stderr, "ggml plugin: this ggml exports no Q8_K dequantizer (type traits to_float is NULL); Q8_K dequant not offered\n");
+    *out = (qgold_plugin_info){sizeof *out, QGOLD_PLUGIN_ABI_VERSION, "ggml", version, sizeof kernels / sizeof kernels[0] - (q8k ? 0 : 1), kernels};
     return 0;
 }
