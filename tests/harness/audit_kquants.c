@@ -73,15 +73,17 @@ static int run_kq_dequant_case(const qg_kernel *k, qgh_file *f, const qgh_case_i
 }
 
 typedef struct {
+    const qg_kernel *k;
     qg_ktype t;
     const qgh_array *x;
     size_t rows, cols;
 } kq_q_ctx;
 
+/* The row's own quantizer (the reference for the built-in row, a plugin's for a plugin row). */
 static int call_kq_quantize(void *vc, void *out)
 {
     kq_q_ctx *c = vc;
-    return qg_kq_quantize_ref(c->t, c->x->data, c->rows, c->cols, out, c->rows * (c->cols / QG_QK_K) * qg_kq_block_bytes(c->t));
+    return c->k->fn.kq_quantize(c->t, c->x->data, c->rows, c->cols, out, c->rows * (c->cols / QG_QK_K) * qg_kq_block_bytes(c->t));
 }
 
 static int run_kq_quantize_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e)
@@ -91,7 +93,7 @@ static int run_kq_quantize_case(const qg_kernel *k, qgh_file *f, const qgh_case_
     int rc = qga_read_dims(f, ci, &rows, &cols, NULL, e);
     size_t dims[2] = {(size_t)rows, (size_t)cols};
     if (rc || (rc = qgh_read(f, ci->name, "x", QGH_U32, "float32", 2, dims, &x, e))) return rc;
-    kq_q_ctx c = {(qg_ktype)qg_kq_from_name(k->format), &x, (size_t)rows, (size_t)cols};
+    kq_q_ctx c = {k, (qg_ktype)qg_kq_from_name(k->format), &x, (size_t)rows, (size_t)cols};
     size_t nbytes = (size_t)rows * ((size_t)cols / QG_QK_K) * qg_kq_block_bytes(c.t);
     size_t bdims[2] = {(size_t)rows, nbytes / (size_t)rows};
     if ((rc = qgh_read(f, ci->name, "expected_blocks", QGH_U8, NULL, 2, bdims, &ex, e))) {

@@ -13,6 +13,7 @@
 /* The ABI's kind numbers are qgold's own (qgold/registry.h), so a descriptor's kind is a qg_kind. */
 _Static_assert(QGOLD_PLUGIN_CONVERT == (int)QG_KIND_CONVERT, "kind numbers");
 _Static_assert(QGOLD_PLUGIN_KQ_DEQUANT == (int)QG_KIND_KQ_DEQUANT, "kind numbers");
+_Static_assert(QGOLD_PLUGIN_KQ_QUANTIZE == (int)QG_KIND_KQ_QUANTIZE, "kind numbers");
 _Static_assert(QGOLD_PLUGIN_KQ_DOT == (int)QG_KIND_KQ_DOT, "kind numbers");
 _Static_assert(QGOLD_PLUGIN_KQ_GEMV == (int)QG_KIND_KQ_GEMV, "kind numbers");
 
@@ -119,6 +120,20 @@ static int tr_dequant_f16(qg_ktype t, const uint8_t *b, size_t nbytes, size_t ro
     return 0;
 }
 
+static int tr_quantize(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *blocks, size_t nbytes)
+{
+    const qgold_plugin_kernel *d = active((int)t);
+    void *ws;
+    if (d == NULL) return QG_ERR_argument_invalid;
+    int rc = ws_get(d, rows, cols, 1, &ws);
+    if (rc) return rc;
+    rc = d->fn.kq_quantize(d->user, x, rows, cols, blocks, nbytes, ws, NULL);
+    free(ws);
+    if (rc != 0) return rejected(x == NULL || blocks == NULL ? QG_ERR_argument_invalid : qg_kq_check_shape(t, rows, cols, nbytes));
+    hash_out(blocks, nbytes);
+    return 0;
+}
+
 static int tr_dot(qg_ktype t, const uint8_t *w, const uint8_t *q8, size_t cols, int32_t *S, int32_t *M, float *r)
 {
     const qgold_plugin_kernel *d = active((int)t);
@@ -216,8 +231,8 @@ static int validate_kernel(const char *file, size_t i, const qgold_plugin_kernel
     if (!str_ok(d->name, sizeof out->name)) return bad_kernel(e, QG_ERR_plugin_kernel_invalid, file, i, d, "", "name is NULL, empty or too long");
     if (!str_ok(d->format, sizeof out->format) || !str_ok(d->path, sizeof out->path))
         return bad_kernel(e, QG_ERR_plugin_kernel_invalid, file, i, d, "", "format or path is NULL, empty or too long");
-    if (d->kind != QGOLD_PLUGIN_CONVERT && d->kind != QGOLD_PLUGIN_KQ_DEQUANT && d->kind != QGOLD_PLUGIN_KQ_DOT && d->kind != QGOLD_PLUGIN_KQ_GEMV) {
-        snprintf(why, sizeof why, "unknown kind %u (convert 1, kq_dequant 2, kq_dot 4, kq_gemv 5)", d->kind);
+    if (d->kind < QGOLD_PLUGIN_CONVERT || d->kind > QGOLD_PLUGIN_KQ_GEMV) {
+        snprintf(why, sizeof why, "unknown kind %u (convert 1, kq_dequant 2, kq_quantize 3, kq_dot 4, kq_gemv 5)", d->kind);
         return bad_kernel(e, QG_ERR_plugin_kernel_invalid, file, i, d, "", why);
     }
     if (d->backend != QGOLD_PLUGIN_CPU && d->backend != QGOLD_PLUGIN_CUDA) {
@@ -262,6 +277,7 @@ static int validate_kernel(const char *file, size_t i, const qgold_plugin_kernel
         out->row.fn.kq_dequant.f32 = tr_dequant_f32;
         out->row.fn.kq_dequant.f16 = tr_dequant_f16;
         break;
+    case QGOLD_PLUGIN_KQ_QUANTIZE: out->row.fn.kq_quantize = tr_quantize; break;
     case QGOLD_PLUGIN_KQ_DOT: out->row.fn.kq_dot = tr_dot; break;
     default: out->row.fn.kq_gemv = tr_gemv; break;
     }

@@ -5,6 +5,7 @@
  * load time from $QGOLD_GGML_LIB_DIR (default: the directory given at build time). It exposes
  *   - dequantization of Q4_K, Q5_K, Q6_K (and Q8_K where ggml exports it): ggml_get_type_traits(type)->to_float
  *     (float32 output);
+ *   - ggml's reference quantizers (quantize_row_*_ref): ggml_get_type_traits(type)->from_float_ref;
  *     the fp16 output is that float32 rounded by ggml_fp32_to_fp16;
  *   - the dot of a Q4_K/Q5_K/Q6_K row with a Q8_K row: ggml_get_type_traits_cpu(type)->vec_dot, the
  *     kernel ggml's matrix products run (AVX2 on x86-64 when the library was built with it). ggml's dot
@@ -88,19 +89,58 @@ static int dot(void *user, const uint8_t *w, const uint8_t *q8, size_t cols, int
     return 0;
 }
 
-#define DEQ(i, nm, fmt)                                                                                            \
-    {sizeof(qgold_plugin_kernel), QGOLD_PLUGIN_KQ_DEQUANT, QGOLD_PLUGIN_CPU, 0, nm, fmt, "dequant", {0, 0, 0, 0, 0, 0, 0}, \
-     &k_types[i], dequant_ws, {.kq_dequant_f32 = dequant_f32}, {.kq_dequant_f16 = dequant_f16}}
-#define DOT(i, nm, fmt)                                                                                            \
-    {sizeof(qgold_plugin_kernel), QGOLD_PLUGIN_KQ_DOT, QGOLD_PLUGIN_CPU, QGOLD_PLUGIN_DOT_RESULT_ONLY, nm, fmt, "dot_q8k", \
-     {0, 0, 0, 0, 0, 0, 0}, &k_types[i], NULL, {.kq_dot = dot}, {.any = NULL}}
+/* ggml's reference quantizer (quantize_row_*_ref, reached as from_float_ref): rows are contiguous, so the
+ * whole matrix is one call. */
+static int quantize(void *user, const float *x, size_t rows, size_t cols, uint8_t *blocks, size_t nbytes, void *ws, void *stream)
+{
+    (void)ws, (void)stream;
+    const enum ggml_type t = *(const enum ggml_type *)user;
+    if (x == NULL || blocks == NULL || !shape_ok(t, nbytes, rows, cols)) return 1;
+    g.traits(t)->from_float_ref(x, blocks, (int64_t)(rows * cols));
+    return 0;
+}
 
-/* Q8_K's dequantizer last: ggml exports it only in some versions (the table is cut before it when not). */
-static const qgold_plugin_kernel kernels[] = {
-    DEQ(0, "ggml_dequantize_q4_K", "q4_k"), DEQ(1, "ggml_dequantize_q5_K", "q5_k"), DEQ(2, "ggml_dequantize_q6_K", "q6_k"),
-    DOT(0, "ggml_vec_dot_q4_K_q8_K", "q4_k"), DOT(1, "ggml_vec_dot_q5_K_q8_K", "q5_k"), DOT(2, "ggml_vec_dot_q6_K_q8_K", "q6_k"),
-    DEQ(3, "ggml_dequantize_q8_K", "q8_k"),
-};
+static const char *const k_fmt[4] = {"q4_k", "q5_k", "q6_k", "q8_k"};
+static const char *const k_ggml[4] = {"q4_K", "q5_K", "q6_K", "q8_K"};
+static char k_names[3][4][40];
+static qgold_plugin_kernel kernels[12];
+
+/* The kernel table from what this ggml exports: dequantizers, reference quantizers, dots against Q8_K. */
+static uint32_t make_table(void)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        const struct ggml_type_traits *tr = g.traits(k_types[i]);
+        qgold_plugin_kernel base = {sizeof(qgold_plugin_kernel), 0, QGOLD_PLUGIN_CPU, 0, NULL, k_fmt[i], NULL, {0, 0, 0, 0, 0, 0, 0},
+                                    &k_types[i], NULL, {.any = NULL}, {.any = NULL}};
+        if (tr->blck_size != 256) continue;
+        if (tr->to_float != NULL) {
+            kernels[n] = base;
+            snprintf(k_names[0][i], sizeof k_names[0][i], "ggml_dequantize_row_%s", k_ggml[i]);
+            kernels[n].kind = QGOLD_PLUGIN_KQ_DEQUANT, kernels[n].name = k_names[0][i], kernels[n].path = "dequant";
+            kernels[n].workspace_bytes = dequant_ws, kernels[n].fn.kq_dequant_f32 = dequant_f32, kernels[n].fn2.kq_dequant_f16 = dequant_f16;
+            n++;
+        } else {
+            fprintf(stderr, "ggml plugin: this ggml exports no %s dequantizer (type traits to_float is NULL)\n", k_ggml[i]);
+        }
+        if (tr->from_float_ref != NULL) {
+            kernels[n] = base;
+            snprintf(k_names[1][i], sizeof k_names[1][i], "ggml_quantize_row_%s_ref", k_ggml[i]);
+            kernels[n].kind = QGOLD_PLUGIN_KQ_QUANTIZE, kernels[n].name = k_names[1][i], kernels[n].path = "quantize";
+            kernels[n].fn.kq_quantize = quantize;
+            n++;
+        }
+        const struct ggml_type_traits_cpu *tc = g.traits_cpu(k_types[i]);
+        if (i < 3 && tc->vec_dot != NULL && tc->vec_dot_type == GGML_TYPE_Q8_K) {
+            kernels[n] = base;
+            snprintf(k_names[2][i], sizeof k_names[2][i], "ggml_vec_dot_%s_q8_K", k_ggml[i]);
+            kernels[n].kind = QGOLD_PLUGIN_KQ_DOT, kernels[n].name = k_names[2][i], kernels[n].path = "dot_q8k";
+            kernels[n].flags = QGOLD_PLUGIN_DOT_RESULT_ONLY, kernels[n].fn.kq_dot = dot;
+            n++;
+        }
+    }
+    return n;
+}
 
 static void *open_lib(const char *dir, const char *name)
 {
@@ -134,23 +174,11 @@ QGOLD_PLUGIN_EXPORT int qgold_plugin_entry(uint32_t host_abi, qgold_plugin_info 
     memcpy(&g.to_fp16, &p3, sizeof p3);
     memcpy(&init, &p4, sizeof p4);
     init(); /* ggml's CPU tables (fp16 conversion) */
-    for (int i = 0; i < 3; i++)
-        if (g.traits_cpu(k_types[i])->vec_dot == NULL || g.traits_cpu(k_types[i])->vec_dot_type != GGML_TYPE_Q8_K) {
-            fprintf(stderr, "ggml plugin: ggml's %s dot is not against Q8_K\n", g.traits(k_types[i])->type_name);
-            return 4;
-        }
-    for (int i = 0; i < 3; i++)
-        if (g.traits(k_types[i])->to_float == NULL || g.traits(k_types[i])->blck_size != 256) {
-            fprintf(stderr, "ggml plugin: ggml's %s has no dequantizer or another block size\n", g.traits(k_types[i])->type_name);
-            return 5;
-        }
     static char version[96];
     const char *(*ver)(void);
     void *p5 = dlsym(base, "ggml_version");
     memcpy(&ver, &p5, sizeof p5);
     snprintf(version, sizeof version, "%s", p5 ? ver() : "(version unknown)");
-    const int q8k = g.traits(GGML_TYPE_Q8_K)->to_float != NULL && g.traits(GGML_TYPE_Q8_K)->blck_size == 256;
-    if (!q8k) fprintf(stderr, "ggml plugin: this ggml exports no Q8_K dequantizer (type traits to_float is NULL); Q8_K dequant not offered\n");
-    *out = (qgold_plugin_info){sizeof *out, QGOLD_PLUGIN_ABI_VERSION, "ggml", version, sizeof kernels / sizeof kernels[0] - (q8k ? 0 : 1), kernels};
+    *out = (qgold_plugin_info){sizeof *out, QGOLD_PLUGIN_ABI_VERSION, "ggml", version, make_table(), kernels};
     return 0;
 }

@@ -222,6 +222,16 @@ static int f32_to_f16_convert(void *user, const void *x, void *y, size_t n, void
     return 0;
 }
 
+#if defined(QGP_BREAK_QUANTIZE)
+/* defect: a quantizer that writes all-zero blocks (the runner must call it and compare its bytes) */
+static int quantize_zero(void *user, const float *x, size_t rows, size_t cols, uint8_t *blocks, size_t nbytes, void *ws, void *stream)
+{
+    (void)user, (void)x, (void)rows, (void)cols, (void)ws, (void)stream;
+    memset(blocks, 0, nbytes);
+    return 0;
+}
+#endif
+
 #define K(kind_, name_, fmt_, path_, f_, f2_, ws_) \
     {sizeof(qgold_plugin_kernel), kind_, QGOLD_PLUGIN_CPU, 0, name_, fmt_, path_, {0, 0, 0, 0, 0, 0, 0}, NULL, ws_, {.any = (void (*)(void))(f_)}, {.any = (void (*)(void))(f2_)}}
 
@@ -230,6 +240,9 @@ static qgold_plugin_kernel kernels[] = {
     K(QGOLD_PLUGIN_KQ_GEMV, "modes_q4k_gemv", "q4_k", "gemv", gemv, NULL, gemv_ws),
     K(QGOLD_PLUGIN_KQ_DOT, "modes_q4k_dot", "q4_k", "dot_q8k", dot, NULL, NULL),
     K(QGOLD_PLUGIN_CONVERT, "modes_f32_to_f16", "fp16", "f32_to_f16", f32_to_f16_convert, NULL, NULL),
+#if defined(QGP_BREAK_QUANTIZE)
+    K(QGOLD_PLUGIN_KQ_QUANTIZE, "modes_q4k_quantize", "q4_k", "quantize", quantize_zero, NULL, NULL),
+#endif
 };
 
 #if defined(QGP_BREAK_NOENTRY)

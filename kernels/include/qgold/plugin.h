@@ -43,11 +43,13 @@ typedef enum {
 /* Kinds, each with one function type. The format and path strings name the data (qgold list shows them):
  *   CONVERT     format "fp16", path f32_to_f16 | f16_to_f32 | f32_to_bf16 | bf16_to_f32
  *   KQ_DEQUANT  format q4_k | q5_k | q6_k | q8_k, path "dequant"
+ *   KQ_QUANTIZE format q4_k | q5_k | q6_k | q8_k, path "quantize"
  *   KQ_DOT      format q4_k | q5_k | q6_k,        path "dot_q8k"
  *   KQ_GEMV     format q4_k | q5_k | q6_k | q8_k, path "gemv"                                          */
 typedef enum {
     QGOLD_PLUGIN_CONVERT = 1,
     QGOLD_PLUGIN_KQ_DEQUANT = 2,
+    QGOLD_PLUGIN_KQ_QUANTIZE = 3,
     QGOLD_PLUGIN_KQ_DOT = 4,
     QGOLD_PLUGIN_KQ_GEMV = 5,
 } qgold_plugin_kind;
@@ -58,6 +60,8 @@ typedef enum {
  *   convert:  x and y of n elements; float32 as its 32 bits, fp16 and bf16 as their 16 bits.
  *   dequant:  blocks of nbytes bytes, rows x cols weights row-major, cols a multiple of 256;
  *             y is rows x cols float32 (dequant_f32) or fp16 bits (dequant_f16).
+ *   quantize: x is rows x cols float32 row-major, blocks receives nbytes = rows * cols/256 * block bytes
+ *             (bit-exact against the format's reference quantizer).
  *   dot:      one weight row and one Q8_K row of cols values; S[i] and M[i] are the exact integer sums of
  *             block i (qgold spec kquants.md), *result the float dot product. A kernel flagged
  *             QGOLD_PLUGIN_DOT_RESULT_ONLY computes only *result and gets S = M = NULL (a library whose
@@ -70,6 +74,8 @@ typedef int (*qgold_plugin_kq_dequant_f32_fn)(void *user, const uint8_t *blocks,
                                               float *y, void *workspace, void *stream);
 typedef int (*qgold_plugin_kq_dequant_f16_fn)(void *user, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols,
                                               uint16_t *y, void *workspace, void *stream);
+typedef int (*qgold_plugin_kq_quantize_fn)(void *user, const float *x, size_t rows, size_t cols, uint8_t *blocks,
+                                           size_t nbytes, void *workspace, void *stream);
 typedef int (*qgold_plugin_kq_dot_fn)(void *user, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S,
                                       int32_t *M, float *result, void *workspace, void *stream);
 typedef int (*qgold_plugin_kq_gemv_fn)(void *user, const uint8_t *w, size_t nbytes, size_t rows, size_t cols,
@@ -115,6 +121,7 @@ typedef struct {
         void (*any)(void);
         qgold_plugin_convert_fn convert;
         qgold_plugin_kq_dequant_f32_fn kq_dequant_f32;
+        qgold_plugin_kq_quantize_fn kq_quantize;
         qgold_plugin_kq_dot_fn kq_dot;
         qgold_plugin_kq_gemv_fn kq_gemv;
     } fn;
