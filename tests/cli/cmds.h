@@ -16,4 +16,6 @@ int qgc_cmd_verify(int argc, char **argv); /* cmd_verify.c */
 
 int qgc_cmd_gguf(int argc, char **argv);
 
+int qgc_cmd_int8(int argc, char **argv); /* cmd_int8.c */
+
 #endif

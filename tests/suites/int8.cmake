@@ -17,3 +17,6 @@ if(QG_AARCH64)
   qg_add_test(NAME simd.int8.neon.nosdot LABELS simd COMMAND test_int8_kernels neon)
   set_property(TEST simd.int8.neon.nosdot APPEND PROPERTY ENVIRONMENT QG_INT8_SDOT=0)
 endif()
+# qgold int8 quantize|dequantize|gemm: hand-checked bytes, every backend built, named errors, atomic outputs.
+qg_add_test(NAME cli.int8 LABELS unit COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_int8.sh $<TARGET_FILE:qgold>
+            ${CMAKE_CURRENT_BINARY_DIR}/tmp/cli_int8 ${CMAKE_CROSSCOMPILING_EMULATOR})
