@@ -148,6 +148,7 @@ __global__ void __launch_bounds__(QTHREADS) k_quant_block(const void *x, size_t 
     if (G == 32 && b >= count) return; /* whole warps leave; G == 256 grids have no excess */
     const size_t base = b * len;
     uint32_t m = 0;
+#pragma unroll 4
     for (size_t i = (size_t)t * V; i < len; i += (size_t)G * V) {
         float v[V];
         load_vec<SRC, V>(x, base + i, v);
@@ -171,7 +172,11 @@ __global__ void __launch_bounds__(QTHREADS) k_quant_block(const void *x, size_t 
         return;
     }
     if (t == 0) store_scale(scales, scale_type, b, s, s16);
-    for (size_t i = (size_t)t * V; i < len; i += (size_t)G * V) {
+    /* second pass backwards: the end of the block is the part most likely still in L2 */
+    const size_t step = (size_t)G * V, rounds = (len + step - 1) / step;
+    for (size_t rd = rounds; rd-- > 0;) {
+        const size_t i = rd * step + (size_t)t * V;
+        if (i >= len) continue;
         float v[V];
         int8_t c[V];
         load_vec<SRC, V>(x, base + i, v);
@@ -191,6 +196,7 @@ __global__ void __launch_bounds__(QTHREADS) k_amax_chunk(const void *x, size_t l
     const size_t b = blockIdx.x / chunks, c = blockIdx.x % chunks;
     const size_t lo = c * QCHUNK, hi = min(len, lo + QCHUNK);
     uint32_t m = 0;
+#pragma unroll 4
     for (size_t i = lo + threadIdx.x * V; i < hi; i += (size_t)QTHREADS * V) {
         float v[V];
         load_vec<SRC, V>(x, b * len + i, v);
@@ -684,13 +690,14 @@ extern "C" int qg_int8_quantize_cuda_async(const qg_int8_qshape *s, const void *
     uint32_t *work = (uint32_t *)dwork;
     const cudaError_t e = cudaMemsetAsync(work, 0, qg_int8_quantize_cuda_workspace(s), st);
     if (e != cudaSuccess) return qg_cuda_fail("cudaMemsetAsync(int8 quantize workspace)", e);
-    /* 16-byte loads when every block starts on a 16-byte boundary */
+    /* 16-byte loads (and 4- or 8-byte code stores) when every block starts on such a boundary */
     const int st_type = (int)s->scale_type;
+    const bool vq = aligned16(dx) && ((uintptr_t)dq & 7u) == 0;
     if (src_type == QG_INT8_F32) {
-        if (aligned16(dx) && len % 4 == 0) return launch_quant_v<QG_INT8_F32, 4>(len, count, st_type, dx, dq, dscales, work, st);
+        if (vq && len % 4 == 0) return launch_quant_v<QG_INT8_F32, 4>(len, count, st_type, dx, dq, dscales, work, st);
         return launch_quant_v<QG_INT8_F32, 1>(len, count, st_type, dx, dq, dscales, work, st);
     }
-    if (aligned16(dx) && len % 8 == 0) return launch_quant_v<QG_INT8_F16, 8>(len, count, st_type, dx, dq, dscales, work, st);
+    if (vq && len % 8 == 0) return launch_quant_v<QG_INT8_F16, 8>(len, count, st_type, dx, dq, dscales, work, st);
     return launch_quant_v<QG_INT8_F16, 1>(len, count, st_type, dx, dq, dscales, work, st);
 }
 
