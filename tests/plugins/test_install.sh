@@ -17,5 +17,5 @@ ls "$tmp"/prefix/share/qgold/golden/MANIFEST >/dev/null
 "$cmake" -S "$src" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release
 "$cmake" --build "$tmp/build"
 cd "$tmp/build"
-ctest --output-on-failure
+"$(dirname "$cmake")/ctest" --output-on-failure
 echo "test_install: the outside project built its plugin against $tmp/prefix and its verify test passed"
