@@ -1,4 +1,5 @@
-/* CUDA backend runtime helpers: device discovery, error capture, guarded output buffers. */
+/* CUDA backend runtime helpers: device discovery, error capture, device output buffers (through the
+ * output hooks of qgold/cuda.h). */
 #include "common.cuh"
 #include "qgold/cuda.h"
 
@@ -49,37 +50,78 @@ extern "C" void qg_cuda_describe(char *buf, size_t len)
              p.multiProcessorCount, drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
 }
 
-int qg_guarded_dev_alloc(qg_guarded_dev *g, const void *host_initial, size_t bytes)
+extern "C" int qg_cuda_alloc(void **p, size_t bytes)
 {
     int rc = QG_ERR_ok;
+    *p = NULL;
+    QG_CUDA_TRY(cudaMalloc(p, bytes > 0 ? bytes : 1));
+done:
+    return rc;
+}
+
+extern "C" void qg_cuda_free(void *p)
+{
+    if (p != NULL) cudaFree(p);
+}
+
+extern "C" int qg_cuda_fill(void *dev, int byte, size_t bytes)
+{
+    int rc = QG_ERR_ok;
+    if (bytes > 0) QG_CUDA_TRY(cudaMemset(dev, byte, bytes));
+done:
+    return rc;
+}
+
+extern "C" int qg_cuda_to_device(void *dev, const void *host, size_t bytes)
+{
+    int rc = QG_ERR_ok;
+    if (bytes > 0) QG_CUDA_TRY(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+done:
+    return rc;
+}
+
+extern "C" int qg_cuda_to_host(void *host, const void *dev, size_t bytes)
+{
+    int rc = QG_ERR_ok;
+    if (bytes > 0) QG_CUDA_TRY(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+done:
+    return rc;
+}
+
+/* The default output: a plain allocation holding the caller's bytes. */
+static int plain_alloc(void **base, void **payload, const void *host_initial, size_t bytes)
+{
+    int rc = qg_cuda_alloc(base, bytes);
+    if (rc == QG_ERR_ok) rc = qg_cuda_to_device(*base, host_initial, bytes);
+    *payload = *base;
+    return rc;
+}
+
+static int plain_finish(void *base, void *payload, void *host, size_t bytes)
+{
+    (void)base;
+    return qg_cuda_to_host(host, payload, bytes);
+}
+
+static const qg_cuda_output_hooks k_plain_hooks = {plain_alloc, plain_finish, qg_cuda_free};
+static const qg_cuda_output_hooks *g_hooks = &k_plain_hooks;
+
+extern "C" const qg_cuda_output_hooks *qg_cuda_output_hooks_in_force(void) { return g_hooks; }
+
+extern "C" void qg_cuda_set_output_hooks(const qg_cuda_output_hooks *hooks) { g_hooks = hooks != NULL ? hooks : &k_plain_hooks; }
+
+int qg_guarded_dev_alloc(qg_guarded_dev *g, const void *host_initial, size_t bytes)
+{
     g->base = NULL;
     g->payload = NULL;
     g->bytes = bytes;
-    QG_CUDA_TRY(cudaMalloc((void **)&g->base, bytes + 2 * QG_CUDA_CANARY_BYTES));
-    g->payload = g->base + QG_CUDA_CANARY_BYTES;
-    QG_CUDA_TRY(cudaMemset(g->base, QG_CUDA_CANARY, bytes + 2 * QG_CUDA_CANARY_BYTES));
-    if (bytes > 0) QG_CUDA_TRY(cudaMemcpy(g->payload, host_initial, bytes, cudaMemcpyHostToDevice));
-done:
-    return rc;
+    return g_hooks->alloc(&g->base, &g->payload, host_initial, bytes);
 }
 
-int qg_guarded_dev_finish(qg_guarded_dev *g, void *host)
-{
-    int rc = QG_ERR_ok;
-    unsigned char margin[2][QG_CUDA_CANARY_BYTES];
-    if (g->bytes > 0) QG_CUDA_TRY(cudaMemcpy(host, g->payload, g->bytes, cudaMemcpyDeviceToHost));
-    QG_CUDA_TRY(cudaMemcpy(margin[0], g->base, QG_CUDA_CANARY_BYTES, cudaMemcpyDeviceToHost));
-    QG_CUDA_TRY(cudaMemcpy(margin[1], g->base + QG_CUDA_CANARY_BYTES + g->bytes, QG_CUDA_CANARY_BYTES,
-                           cudaMemcpyDeviceToHost));
-    for (int s = 0; s < 2; s++)
-        for (int i = 0; i < QG_CUDA_CANARY_BYTES; i++)
-            if (margin[s][i] != QG_CUDA_CANARY) return QG_ERR_canary_clobbered;
-done:
-    return rc;
-}
+int qg_guarded_dev_finish(qg_guarded_dev *g, void *host) { return g_hooks->finish(g->base, g->payload, host, g->bytes); }
 
 void qg_guarded_dev_free(qg_guarded_dev *g)
 {
-    if (g->base != NULL) cudaFree(g->base);
+    if (g->base != NULL) g_hooks->release(g->base);
     g->base = NULL;
 }

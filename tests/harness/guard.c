@@ -40,6 +40,11 @@ static int all_bytes(const unsigned char *p, size_t n, unsigned char v)
 
 int qg_call_guarded(qg_guarded_fn fn, void *ctx, void *out, size_t n, size_t elem_size, qg_err *e)
 {
+    static int cuda_guarded;
+    if (!cuda_guarded) {
+        qg_guard_cuda_install();
+        cuda_guarded = 1;
+    }
     const size_t payload = n * elem_size, total = payload + 2 * QG_GUARD_CANARY_BYTES;
     const unsigned char poison[2] = {0xA5, 0x5A};
     unsigned char *buf[2] = {malloc(total), malloc(total)};

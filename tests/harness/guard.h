@@ -24,4 +24,8 @@ typedef int (*qg_guarded_fn)(void *ctx, void *out);
  * QG_ERR_output_unwritten or QG_ERR_nondeterministic with e->msg naming the element, else 0. */
 int qg_call_guarded(qg_guarded_fn fn, void *ctx, void *out, size_t n, size_t elem_size, qg_err *e);
 
+/* Makes every CUDA host wrapper's device output canary-guarded (guard_cuda.c); qg_call_guarded does
+ * it on its first call. Nothing without CUDA. */
+void qg_guard_cuda_install(void);
+
 #endif

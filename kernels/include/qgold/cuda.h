@@ -15,6 +15,30 @@ void qg_cuda_describe(char *buf, size_t len);
 /* The message of the last failed CUDA call made by a qgold wrapper in this thread: call and error. */
 const char *qg_cuda_last_error(void);
 
+/* Device output buffers of the host wrappers (qg_*_cuda). By default an output is a plain device
+ * allocation holding the caller's initial bytes and copied back after the kernel. A test harness may
+ * install hooks that lay the buffer out its own way (canary margins around the payload, checked after
+ * the kernel: tests/harness/guard_cuda.c), so the kernels carry no test machinery. `alloc` returns the
+ * allocation and the payload pointer the kernel writes; `finish` copies the payload to `host` and
+ * returns 0 or an error code (qgold/errors.h); `release` frees. */
+typedef struct {
+    int (*alloc)(void **base, void **payload, const void *host_initial, size_t bytes);
+    int (*finish)(void *base, void *payload, void *host, size_t bytes);
+    void (*release)(void *base);
+} qg_cuda_output_hooks;
+/* Installs the hooks for every later wrapper call (NULL restores the default). Not thread-safe. */
+void qg_cuda_set_output_hooks(const qg_cuda_output_hooks *hooks);
+/* The hooks in force (the default ones when none were installed). */
+const qg_cuda_output_hooks *qg_cuda_output_hooks_in_force(void);
+
+/* The CUDA runtime calls the hooks need, for callers that do not compile CUDA themselves; each
+ * returns 0 or QG_ERR_device_failed (the message in qg_cuda_last_error()). */
+int qg_cuda_alloc(void **p, size_t bytes);
+void qg_cuda_free(void *p);
+int qg_cuda_fill(void *dev, int byte, size_t bytes);
+int qg_cuda_to_device(void *dev, const void *host, size_t bytes);
+int qg_cuda_to_host(void *host, const void *dev, size_t bytes);
+
 /* Benchmark launchers on device pointers (stream is a cudaStream_t); asynchronous, no copies. */
 int qg_fp16_convert_cuda_async(const char *path, const void *dx, void *dy, size_t n, void *stream);
 
