@@ -48,6 +48,13 @@ static const char *k_usage_int8 =
     "A file of the wrong size is named with the size it must have; a kernel error prints its name and\n"
     "message (int_k_too_large, int_scale_invalid, ...). Outputs are written only on success.\n" QG_INT_OPTIONS QG_EXIT_STATUS;
 
+/* The options of each subcommand; any other known option is refused rather than ignored. */
+static const char *const k_all_options = "--rows --cols --group --m --n --k --in --out --scales-out --scales --a --b --x --sa "
+                                         "--sb --bias --backend --src --scale --granularity --out-type --bias-type --relu";
+static const char *const k_quantize_options = "--rows --cols --in --out --scales-out --src --scale --granularity --group --backend";
+static const char *const k_dequantize_options = "--rows --cols --in --scales --out --scale --granularity --group --out-type --backend";
+static const char *const k_gemm_options = "--m --n --k --a --b --x --sa --sb --bias --bias-type --relu --out --out-type --scale --backend";
+
 typedef struct {
     uint64_t rows, cols, group, m, n, k;
     const char *in, *out, *scales_out, *scales, *a, *b, *x, *sa, *sb, *bias, *backend;
@@ -63,7 +70,16 @@ static int parse_ftype(const char *v, const char *opt, qg_int8_ftype *t)
     return 0;
 }
 
-static int parse_args(int argc, char **argv, int8_args *a)
+/* Whether option o is one of the space-separated words of list. */
+static int in_list(const char *o, const char *list)
+{
+    const size_t n = strlen(o);
+    for (const char *p = list; (p = strstr(p, o)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+static int parse_args(const char *sub, const char *allowed, int argc, char **argv, int8_args *a)
 {
     memset(a, 0, sizeof *a);
     a->rows = a->cols = a->m = a->n = a->k = UINT64_MAX;
@@ -84,6 +100,8 @@ static int parse_args(int argc, char **argv, int8_args *a)
                 {"--m", offsetof(int8_args, m)},       {"--n", offsetof(int8_args, n)},       {"--k", offsetof(int8_args, k)}};
     for (int i = 0; i < argc; i++) {
         const char *o = argv[i];
+        if (strncmp(o, "--", 2) == 0 && !in_list(o, allowed) && in_list(o, k_all_options))
+            return qgc_usage_error(k_usage_int8, "%s does not apply to int8 %s", o, sub);
         if (strcmp(o, "--relu") == 0) {
             a->relu = 1;
             continue;
@@ -352,11 +370,15 @@ int qgc_cmd_int8(int argc, char **argv)
             fputs(k_usage_int8, stdout);
             return 0;
         }
+    const char *allowed = strcmp(sub, "quantize") == 0     ? k_quantize_options
+                          : strcmp(sub, "dequantize") == 0 ? k_dequantize_options
+                          : strcmp(sub, "gemm") == 0       ? k_gemm_options
+                                                           : NULL;
+    if (allowed == NULL) return qgc_usage_error(k_usage_int8, "unknown subcommand '%s' (quantize, dequantize, gemm)", sub);
     int8_args a;
-    int rc = parse_args(argc - 1, argv + 1, &a);
+    int rc = parse_args(sub, allowed, argc - 1, argv + 1, &a);
     if (rc) return rc;
     if (strcmp(sub, "quantize") == 0) return cmd_quantize(&a);
     if (strcmp(sub, "dequantize") == 0) return cmd_dequantize(&a);
-    if (strcmp(sub, "gemm") == 0) return cmd_gemm(&a);
-    return qgc_usage_error(k_usage_int8, "unknown subcommand '%s' (quantize, dequantize, gemm)", sub);
+    return cmd_gemm(&a);
 }

@@ -90,6 +90,7 @@ check zero-dim 2 "shape_invalid" -- qgold int8 gemm --m 0 --n 2 --k 3 --a "$T/a.
 check same-file 2 "" -- qgold int8 dequantize --rows 1 --cols 4 --in "$T/q.i8" --scales "$T/s.f32" --out "$T/q.i8"
 check unknown-sub 2 "unknown subcommand" -- qgold int8 frob
 check unknown-opt 2 "unknown option" -- qgold int8 gemm --frob
+check foreign-opt 2 "does not apply to int8 quantize" -- qgold int8 quantize --relu --rows 1 --cols 4 --in "$T/x.f32" --out "$T/o" --scales-out "$T/o.s"
 check bad-number 2 "" -- qgold int8 gemm --m -1 --n 2 --k 3 --a "$T/a.i8" --b "$T/b.i8" --out "$T/o"
 check bad-backend 2 "unknown backend" -- qgold int8 gemm --backend sse --m 1 --n 2 --k 3 --a "$T/a.i8" --b "$T/b.i8" --out "$T/o"
 check missing-scales 2 "needs --sa and --sb" -- qgold int8 gemm --m 1 --n 2 --k 3 --a "$T/a.i8" --b "$T/b.i8" --out-type f32 --out "$T/o"
