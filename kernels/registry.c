@@ -14,6 +14,7 @@
 #include "qgold/kernels_rans.h"
 #include "qgold/kernels_spqr.h"
 #include "registry_int8.h"
+#include "registry_int4.h"
 #if QG_HAVE_CUDA
 #include "qgold/cuda.h"
 #endif
@@ -146,6 +147,7 @@ static const qg_kernel k_rows[] = {
     QG_SPQR_ROWS,
     QG_RANS_ROWS,
     QG_INT8_ROWS,
+    QG_INT4_ROWS,
 };
 
 size_t qg_registry_count(void) { return sizeof k_rows / sizeof k_rows[0]; }

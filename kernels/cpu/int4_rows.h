@@ -131,12 +131,13 @@ static void i4_gemv_range(void *vc, size_t n0, size_t n1)
 }
 
 /* qg_w4a16_gemv_*. */
-static inline int i4_gemv(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
+static inline int i4_gemv(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32, uint16_t *y_f16)
 {
     if (!x || (!y_f32 && !y_f16)) return QG_ERR_argument_invalid;
     int rc = qg_w4a16_validate(L);
     if (rc) return rc;
     if (batch == 0 || batch > SIZE_MAX / L->K / sizeof(float) || batch > SIZE_MAX / L->N) return QG_ERR_batch_invalid;
+    if (x_len != batch * L->K) return QG_ERR_size_mismatch;
     float *xf = malloc(batch * L->K * sizeof(float));
     if (!xf) return QG_ERR_alloc_failed;
     for (size_t i = 0; i < batch * L->K; i++) xf[i] = qg_f16_to_f32(x[i]);

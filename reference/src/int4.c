@@ -161,6 +161,7 @@ int qg_int4_gemm_check(const qg_int4_gemm_args *p, const int32_t *acc, const flo
     if (p->M == 0 || p->N == 0 || p->K == 0) return QG_ERR_shape_invalid;
     const size_t rb = qg_int4_packed_row_bytes(p->K);
     if (p->M > SIZE_MAX / rb || p->N > SIZE_MAX / rb || p->N > SIZE_MAX / p->M) return QG_ERR_shape_invalid;
+    if (p->A_len != p->M * rb || p->B_len != p->N * rb) return QG_ERR_size_mismatch;
     if (p->K > QG_INT4_MAX_K) return QG_ERR_int_k_too_large;
     const int scaled = y_f32 || y_f16;
     if (scaled) {
@@ -279,12 +280,13 @@ int qg_w4a16_decode_ref(const qg_w4a16 *L, float *w)
     return 0;
 }
 
-int qg_w4a16_gemv_ref(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
+int qg_w4a16_gemv_ref(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32, uint16_t *y_f16)
 {
     if (!x || (!y_f32 && !y_f16)) return QG_ERR_argument_invalid;
     int rc = qg_w4a16_validate(L);
     if (rc) return rc;
     if (batch == 0 || batch > SIZE_MAX / L->K || batch > SIZE_MAX / L->N) return QG_ERR_batch_invalid;
+    if (x_len != batch * L->K) return QG_ERR_size_mismatch;
     const size_t G = L->K / L->g;
     for (size_t b = 0; b < batch; b++)
         for (size_t n = 0; n < L->N; n++) {

@@ -21,7 +21,14 @@
     X(qga_kind_int8_quantize) \
     X(qga_kind_int8_dequant) \
     X(qga_kind_int8_w8a8)   \
-    X(qga_kind_int8_w8a16)
+    X(qga_kind_int8_w8a16) \
+    X(qga_kind_int4_quantize) \
+    X(qga_kind_int4_dequant) \
+    X(qga_kind_int4_gemm_packed) \
+    X(qga_kind_int4_w4a16_decode) \
+    X(qga_kind_int4_w4a16_gemv) \
+    X(qga_kind_int4_import_gptq) \
+    X(qga_kind_int4_import_awq)
 
 #define QGA_DECLARE(d) extern const qga_kind d;
 QGA_KINDS(QGA_DECLARE)

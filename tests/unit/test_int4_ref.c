@@ -112,7 +112,7 @@ static void test_gemm_packed(void)
     const uint8_t B[4] = {0x2F, 0x03, 0x88, 0x08};
     const float sa[1] = {2.0f}, sb[2] = {0.75f, 1.0f};
     const uint16_t bias[2] = {h(-4.0f), h(-1.0f)};
-    qg_int4_gemm_args p = {1, 2, 3, A, B, sa, 1, sb, 2, bias, QG_INT4_F16, 0};
+    qg_int4_gemm_args p = {1, 2, 3, A, 2, B, 4, sa, 1, sb, 2, bias, QG_INT4_F16, 0};
     int32_t acc[2];
     float y[2];
     uint16_t y16[2];
@@ -131,7 +131,7 @@ static void test_gemm_packed(void)
     QG_CHECK(qg_int4_epilogue(16777217, 1.0f, 1.0f, NULL, QG_INT4_F32, 0) == 16777216.0f, "acc conversion");
 
     /* Only the int32 output: scales not needed. */
-    qg_int4_gemm_args pa = {1, 2, 3, A, B, NULL, 0, NULL, 0, NULL, QG_INT4_F32, 0};
+    qg_int4_gemm_args pa = {1, 2, 3, A, 2, B, 4, NULL, 0, NULL, 0, NULL, QG_INT4_F32, 0};
     QG_CHECK(qg_int4_gemm_packed_ref(&pa, acc, NULL, NULL) == 0 && acc[0] == 4, "acc only");
 
     /* Errors, outputs untouched. */
@@ -163,11 +163,19 @@ static void test_gemm_packed(void)
     pb.sb_len = 3;
     QG_CHECK(qg_int4_gemm_packed_ref(&pb, ap, y, NULL) == QG_ERR_shape_invalid, "sb_len 3");
     pb = p;
+    pb.B_len = 3;
+    QG_CHECK(qg_int4_gemm_packed_ref(&pb, ap, NULL, NULL) == QG_ERR_size_mismatch, "B of 3 bytes");
+    pb = p;
     pb.N = 0;
     QG_CHECK(qg_int4_gemm_packed_ref(&pb, ap, NULL, NULL) == QG_ERR_shape_invalid, "N = 0");
-    pb = pa;
-    pb.K = QG_INT4_MAX_K + 1;
-    QG_CHECK(qg_int4_gemm_check(&pb, ap, NULL, NULL) == QG_ERR_int_k_too_large, "K > 131071");
+    /* K = 131072, every code -8: one more than the exact int32 limit of the contract. */
+    uint8_t *kbig = malloc(2 * 65536);
+    if (kbig) {
+        memset(kbig, 0x88, 2 * 65536);
+        qg_int4_gemm_args pk = {1, 2, QG_INT4_MAX_K + 1, kbig, 65536, kbig, 2 * 65536, NULL, 0, NULL, 0, NULL, QG_INT4_F32, 0};
+        QG_CHECK(qg_int4_gemm_packed_ref(&pk, ap, NULL, NULL) == QG_ERR_int_k_too_large, "K > 131071");
+        free(kbig);
+    }
     QG_CHECK(qg_int4_gemm_packed_ref(&pa, NULL, NULL, NULL) == QG_ERR_argument_invalid, "no output");
     QG_CHECK(qg_test_untouched(ap, sizeof ap, 0x5A), "output written on error");
 
@@ -177,7 +185,7 @@ static void test_gemm_packed(void)
     if (big) {
         memset(big, 0x88, rb);
         big[rb - 1] = 0x08;
-        qg_int4_gemm_args pe = {1, 1, K, big, big, NULL, 0, NULL, 0, NULL, QG_INT4_F32, 0};
+        qg_int4_gemm_args pe = {1, 1, K, big, rb, big, rb, NULL, 0, NULL, 0, NULL, QG_INT4_F32, 0};
         int32_t a1 = 0;
         QG_CHECK(qg_int4_gemm_packed_ref(&pe, &a1, NULL, NULL) == 0 && a1 == 64 * (int32_t)K, "extreme acc %d", a1);
         free(big);
@@ -264,7 +272,8 @@ static void test_decode(void)
     B = L;
     B.qweight = NULL;
     QG_CHECK(qg_w4a16_decode_ref(&B, wp) == QG_ERR_argument_invalid, "NULL qweight");
-    QG_CHECK(qg_w4a16_gemv_ref(&L, (const uint16_t *)sc, 0, wp, NULL) == QG_ERR_batch_invalid, "batch 0");
+    QG_CHECK(qg_w4a16_gemv_ref(&L, (const uint16_t *)sc, 0, 0, wp, NULL) == QG_ERR_batch_invalid, "batch 0");
+    QG_CHECK(qg_w4a16_gemv_ref(&L, (const uint16_t *)sc, 7, 1, wp, NULL) == QG_ERR_size_mismatch, "x of 7 values, K = 8");
     QG_CHECK(qg_test_untouched(wp, sizeof wp, 0x5A), "output written on error");
 }
 
@@ -508,7 +517,7 @@ static void test_gemv(void)
     float w[13 * 256], y[3 * 13];
     uint16_t y16[3 * 13];
     int rc = qg_w4a16_decode_ref(&L, w);
-    rc |= qg_w4a16_gemv_ref(&L, x, B, y, y16);
+    rc |= qg_w4a16_gemv_ref(&L, x, B * K, B, y, y16);
     QG_CHECK(rc == 0, "gemv %s", qg_error_name(rc));
     double ys[3 * 13], sa[3 * 13];
     size_t same = 0;

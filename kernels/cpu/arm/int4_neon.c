@@ -56,9 +56,9 @@ static inline int32_t i4_dot_i8(const int8_t *a, const int8_t *b, size_t n)
 #include "../int4_rows.h"
 
 int qg_w4a16_decode_neon(const qg_w4a16 *L, float *w) { return i4_decode(L, w); }
-int qg_w4a16_gemv_neon(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
+int qg_w4a16_gemv_neon(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32, uint16_t *y_f16)
 {
-    return i4_gemv(L, x, batch, y_f32, y_f16);
+    return i4_gemv(L, x, x_len, batch, y_f32, y_f16);
 }
 int qg_int4_gemm_packed_neon(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16)
 {

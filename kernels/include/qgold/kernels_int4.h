@@ -15,11 +15,11 @@ extern "C" {
 #endif
 
 int qg_w4a16_decode_avx2(const qg_w4a16 *L, float *w);
-int qg_w4a16_gemv_avx2(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16);
+int qg_w4a16_gemv_avx2(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32, uint16_t *y_f16);
 int qg_int4_gemm_packed_avx2(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16);
 
 int qg_w4a16_decode_neon(const qg_w4a16 *L, float *w);
-int qg_w4a16_gemv_neon(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16);
+int qg_w4a16_gemv_neon(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32, uint16_t *y_f16);
 int qg_int4_gemm_packed_neon(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "qgold/intq.h"
+#include "qgold/int4.h"
 #include "qgold/kquants.h"
 #include "qgold/rans.h"
 #include "qgold/spqr.h"
@@ -87,6 +88,13 @@ typedef enum {
     QG_KIND_INT8_DEQUANT,        /* int8 codes + scales -> float32 and fp16 (exact) */
     QG_KIND_INT8_W8A8,           /* int8 x int8 GEMM: int32 sums and the pinned epilogue (exact) */
     QG_KIND_INT8_W8A16,          /* int8 weights x fp16 activations (bounded, d = K) */
+    QG_KIND_INT4_QUANTIZE = 650,   /* float32/fp16 -> int4 codes + scales, per tensor/row/group (exact) */
+    QG_KIND_INT4_DEQUANT = 651,    /* int4 codes + scales -> float32 and fp16 (exact) */
+    QG_KIND_INT4_GEMM_PACKED = 652, /* packed int4 x int4 GEMM: int32 sums and the pinned epilogue (exact) */
+    QG_KIND_INT4_W4A16_DECODE = 653, /* W4A16 canonical layout -> float32 weights (exact) */
+    QG_KIND_INT4_W4A16_GEMV = 654, /* W4A16 x fp16 activations, any batch (bounded, d = K) */
+    QG_KIND_INT4_IMPORT_GPTQ = 655, /* GPTQ checkpoint tensors -> canonical layout (exact) */
+    QG_KIND_INT4_IMPORT_AWQ = 656, /* AWQ checkpoint tensors -> canonical layout (exact) */
 } qg_kind;
 
 typedef int (*qg_convert_fn)(const void *x, void *y, size_t n);
@@ -110,6 +118,14 @@ typedef int (*qg_int8_w8a16_fn)(const int8_t *B, const void *sb, qg_int8_ftype s
                                 size_t M, float *y_f32, uint16_t *y_f16);
 typedef int (*qg_int8_gemv_fn)(const uint8_t *w, const float *scales, size_t M, size_t K, const uint16_t *x, size_t batch,
                                float *y_f32, uint16_t *y_f16);
+typedef int (*qg_int4_quantize_fn)(const qg_int4_qshape *s, const void *x, qg_int4_ftype src_type, int8_t *q, void *scales);
+typedef int (*qg_int4_dequant_fn)(const qg_int4_qshape *s, const int8_t *q, const void *scales, float *y_f32, uint16_t *y_f16);
+typedef int (*qg_int4_gemm_packed_fn)(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16);
+typedef int (*qg_w4a16_decode_fn)(const qg_w4a16 *L, float *w);
+typedef int (*qg_w4a16_gemv_fn)(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32,
+                                uint16_t *y_f16);
+typedef int (*qg_int4_import_gptq_fn)(const qg_gptq_src *src, const qg_w4a16_out *out);
+typedef int (*qg_int4_import_awq_fn)(const qg_awq_src *src, const qg_w4a16_out *out);
 
 typedef struct qg_kernel {
     const char *format;  /* "fp16" */
@@ -144,6 +160,13 @@ typedef struct qg_kernel {
         qg_int8_dequant_fn int8_dequant;
         qg_int8_w8a8_fn int8_w8a8;
         qg_int8_w8a16_fn int8_w8a16;
+        qg_int4_quantize_fn int4_quantize;
+        qg_int4_dequant_fn int4_dequant;
+        qg_int4_gemm_packed_fn int4_gemm_packed;
+        qg_w4a16_decode_fn int4_w4a16_decode;
+        qg_w4a16_gemv_fn int4_w4a16_gemv;
+        qg_int4_import_gptq_fn int4_import_gptq;
+        qg_int4_import_awq_fn int4_import_awq;
     } fn;
 } qg_kernel;
 

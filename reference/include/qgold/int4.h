@@ -72,7 +72,9 @@ int qg_int4_dequant_ref(const qg_int4_qshape *s, const int8_t *q, const void *sc
 typedef struct {
     size_t M, N, K;
     const uint8_t *A;  /* M x ceil(K/2) bytes */
+    size_t A_len;      /* bytes at A: must be M * ceil(K/2) */
     const uint8_t *B;  /* N x ceil(K/2) bytes */
+    size_t B_len;      /* bytes at B: must be N * ceil(K/2) */
     const float *sa;   /* 1 or M */
     size_t sa_len;
     const float *sb;   /* 1 or N */
@@ -121,8 +123,9 @@ static inline size_t qg_w4a16_group(const qg_w4a16 *L, size_t k)
 }
 /* w: N x K float32, the exact decoded weights. */
 int qg_w4a16_decode_ref(const qg_w4a16 *L, float *w);
-/* x: batch x K fp16 bits (batch >= 1); y_f32 and/or y_f16 batch x N (either may be NULL, not both). */
-int qg_w4a16_gemv_ref(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16);
+/* x: batch x K fp16 bits (x_len must be batch * K; batch >= 1); y_f32 and/or y_f16 batch x N (either may
+ * be NULL, not both). */
+int qg_w4a16_gemv_ref(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32, uint16_t *y_f16);
 
 /* Importer output: buffers of the canonical layout, sized N*K/8, N*G, N*G and (with g_idx) K. */
 typedef struct {
