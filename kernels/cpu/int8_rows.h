@@ -19,17 +19,19 @@
  *                    const void *bias, qg_int8_ftype bias_type, int relu, float *y32, uint16_t *y16);
  *       the pinned epilogue of intq.md on n consecutive outputs (sb[j] when sb_vec, else sb[0]; bias
  *       NULL or n values from the first output's; y32 / y16 either may be NULL);
- *   float i8_w8a16_dot(const int8_t *b, const float *x, size_t K);
- *       sum_k b[k] x[k] in float32 in a fixed order that depends on K only (exact products; each term
- *       passes at most K - 1 additions);
+ *   void i8_w8a16_dot4(const int8_t *b, const float *const x[4], int nr, size_t K, float out[4]);
+ *       out[r] = sum_k b[k] x[r][k] in float32 for nr = 1 or 4 activation rows (they may repeat; always
+ *       inlined, so each call site gets its own constant-nr code), each in the
+ *       same fixed order that depends on K only (exact products; each term passes at most K - 1
+ *       additions), so a row's result does not depend on the rows beside it;
  *
  * then includes this file.
  *
  * Exactness: quantize, dequant and every W8A8 output use only IEEE operations on the spec's operands
  * (division, round to nearest even, float32 multiply and add, fp16 round), and integer sums exact in
  * int32, so each output element is the reference's bits whatever the vector width, the thread split or
- * M. W8A16 computes each (m, n) output with one i8_w8a16_dot over row n of B and row m of X, then one
- * multiplication by sb[n]: the same code for a column alone or inside a batch, on any thread.
+ * M. W8A16 computes each (m, n) output with the row order of i8_w8a16_dot4 over row n of B and row m of
+ * X, then one multiplication by sb[n]: the same bits for a row alone or inside a batch, on any thread.
  *
  * Execution: quantization reads every block once to get its amax (nonfinite detection included), checks
  * all of them (int_nonfinite_input, then fp16 scale overflow) and only then writes codes and scales, so
@@ -246,10 +248,21 @@ static void i8_w8a16_range(void *vc, size_t n0, size_t n1)
     const i8_w8a16_ctx *c = vc;
     for (size_t n = n0; n < n1; n++) {
         const float s = c->sb_type == QG_INT8_F16 ? qg_f16_to_f32(((const uint16_t *)c->sb)[n]) : ((const float *)c->sb)[n];
-        for (size_t m = 0; m < c->M; m++) {
-            const float y = s * i8_w8a16_dot(c->B + n * c->K, c->x + m * c->K, c->K);
-            if (c->y32 != NULL) c->y32[m * c->N + n] = y;
-            if (c->y16 != NULL) c->y16[m * c->N + n] = qg_f32_to_f16(y);
+        for (size_t m0 = 0; m0 < c->M; m0 += 4) {
+            const size_t rows = c->M - m0 < 4 ? c->M - m0 : 4;
+            const float *x[4];
+            float d[4];
+            for (size_t r = 0; r < 4; r++) x[r] = c->x + (m0 + (r < rows ? r : 0)) * c->K; /* padding repeats row m0 */
+            if (rows == 1)
+                i8_w8a16_dot4(c->B + n * c->K, x, 1, c->K, d);
+            else
+                i8_w8a16_dot4(c->B + n * c->K, x, 4, c->K, d);
+            for (size_t r = 0; r < rows; r++) {
+                const size_t m = m0 + r;
+                const float y = s * d[r];
+                if (c->y32 != NULL) c->y32[m * c->N + n] = y;
+                if (c->y16 != NULL) c->y16[m * c->N + n] = qg_f32_to_f16(y);
+            }
         }
     }
 }

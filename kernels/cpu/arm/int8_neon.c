@@ -204,24 +204,30 @@ static void i8_epilogue(const int32_t *acc, size_t n, float sa, const float *sb,
     }
 }
 
-/* Order: four 4-lane accumulators over 16-element steps (acc_j: k = 16i + 4j + l), then
- * (acc0 + acc1) + (acc2 + acc3), then the lanes (0 + 2) + (1 + 3), then the tail in index order. */
-static float i8_w8a16_dot(const int8_t *b, const float *x, size_t K)
+/* Row order, the same for each of the nr (1 or 4) rows: four 4-lane accumulators over 16-element steps
+ * (acc_j: k = 16i + 4j + l), then (acc0 + acc1) + (acc2 + acc3), then the lanes (0 + 2) + (1 + 3), then
+ * the tail in index order. The weights of a step are converted once for the nr rows. */
+static inline __attribute__((always_inline)) void i8_w8a16_dot4(const int8_t *b, const float *const x[4], int nr, size_t K,
+                                                                 float out[4])
 {
-    float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    float32x4_t acc[4][4];
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < 4; j++) acc[r][j] = vdupq_n_f32(0.0f);
     size_t k = 0;
     for (; k + 16 <= K; k += 16) {
         const int8x16_t vb = vld1q_s8(b + k);
         const int16x8_t lo = vmovl_s8(vget_low_s8(vb)), hi = vmovl_high_s8(vb);
-        acc[0] = vfmaq_f32(acc[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), vld1q_f32(x + k));
-        acc[1] = vfmaq_f32(acc[1], vcvtq_f32_s32(vmovl_high_s16(lo)), vld1q_f32(x + k + 4));
-        acc[2] = vfmaq_f32(acc[2], vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), vld1q_f32(x + k + 8));
-        acc[3] = vfmaq_f32(acc[3], vcvtq_f32_s32(vmovl_high_s16(hi)), vld1q_f32(x + k + 12));
+        const float32x4_t w[4] = {vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), vcvtq_f32_s32(vmovl_high_s16(lo)),
+                                  vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), vcvtq_f32_s32(vmovl_high_s16(hi))};
+        for (int r = 0; r < nr; r++)
+            for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_f32(acc[r][j], w[j], vld1q_f32(x[r] + k + 4 * j)); /* exact products */
     }
-    const float32x4_t a = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
-    float s = (vgetq_lane_f32(a, 0) + vgetq_lane_f32(a, 2)) + (vgetq_lane_f32(a, 1) + vgetq_lane_f32(a, 3));
-    for (; k < K; k++) s = s + (float)b[k] * x[k];
-    return s;
+    for (int r = 0; r < nr; r++) {
+        const float32x4_t a = vaddq_f32(vaddq_f32(acc[r][0], acc[r][1]), vaddq_f32(acc[r][2], acc[r][3]));
+        float s = (vgetq_lane_f32(a, 0) + vgetq_lane_f32(a, 2)) + (vgetq_lane_f32(a, 1) + vgetq_lane_f32(a, 3));
+        for (size_t j = k; j < K; j++) s = s + (float)b[j] * x[r][j];
+        out[r] = s;
+    }
 }
 
 #include "../int8_rows.h"
