@@ -4,7 +4,7 @@
  * Layout and arithmetic: qgold/kernels_int4_cuda.h (the "tc16" layout) and reference/spec/numerics.md
  * ("W4A16 on tensor cores"). In short: a warp owns one n-tile of 16 output channels and one K split; per
  * 64-column chunk each lane loads one uint4 (its four A fragments of four k-tiles, coalesced: 512 bytes
- * per warp), turns each nibble pair into fp16 (1024 + q) with a mask and an OR, and subtracts the fp16
+ * per warp) and, per m-tile, two uint4 of x (its B fragments of two k-tiles each), turns each nibble pair into fp16 (1024 + q) with a mask and an OR, and subtracts the fp16
  * (1024 + z): the exact integer q - z. The tensor core then sees exact inputs (e_k = 0). The mma blocks of
  * one group accumulate into a float32 partial started at 0; at the group's end t = RN32(t + RN32(s * p))
  * with the fp16 scale s of the row. The file is built with --fmad=false and writes __fmul_rn/__fadd_rn.
@@ -89,59 +89,77 @@ __global__ void __launch_bounds__(WARPS * 32) w4a16_tc_kernel(const uint4 *__res
 #pragma unroll
         for (int j = 0; j < 4; j++) tot[i][j] = 0.0f, par[i][j] = 0.0f;
 
-    /* rows of x this lane feeds as B (column gr of each m-tile) */
-    const uint32_t *xr[MT];
+    /* rows of x this lane feeds as B (column gr of each m-tile); per 32-column half of a chunk the lane's
+     * B fragments of both k-tiles are the 8 consecutive columns 8t .. 8t + 7 (tc16 column order): one
+     * 16-byte load per m-tile */
+    const uint16_t *xr[MT];
     bool mok[MT];
+    uint4 xv[MT];
 #pragma unroll
     for (int i = 0; i < MT; i++) {
         const int m = m0 + i * 8 + gr;
         mok[i] = m < M;
-        xr[i] = reinterpret_cast<const uint32_t *>(x + (size_t)(mok[i] ? m : 0) * sh.K) + t;
+        xr[i] = x + (size_t)(mok[i] ? m : 0) * sh.K + 8 * t;
+        xv[i] = make_uint4(0, 0, 0, 0);
     }
 
     int cur = -1;
     float sa = 0.0f, sb = 0.0f;
     uint32_t za = 0, zb = 0;
+    /* P chunks in flight per lane: buf[p] holds chunk c + p; refilled with chunk c + p + P once used */
+    constexpr int P = MT <= 2 ? 4 : 2;
     const uint4 *wp = qw + ((size_t)nt * sh.kc + c0) * 32 + lane;
-    uint4 wnext = c0 < c1 ? ld_stream(wp) : make_uint4(0, 0, 0, 0);
-    for (int c = c0; c < c1; c++) {
-        const uint4 w = wnext;
-        if (c + 1 < c1) wnext = ld_stream(wp + (size_t)(c + 1 - c0) * 32);
+    uint4 buf[P];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int kt = c * 4 + j;
-            const int grp = min(kt >> sh.gshift, sh.G - 1);
-            if (grp != cur) {
-                if (cur >= 0) {
+    for (int p = 0; p < P; p++) buf[p] = c0 + p < c1 ? ld_stream(wp + (size_t)p * 32) : make_uint4(0, 0, 0, 0);
+    for (int cb = c0; cb < c1; cb += P) {
 #pragma unroll
-                    for (int i = 0; i < MT; i++) {
-                        tot[i][0] = __fadd_rn(tot[i][0], __fmul_rn(sa, par[i][0]));
-                        tot[i][1] = __fadd_rn(tot[i][1], __fmul_rn(sa, par[i][1]));
-                        tot[i][2] = __fadd_rn(tot[i][2], __fmul_rn(sb, par[i][2]));
-                        tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
-                        par[i][0] = par[i][1] = par[i][2] = par[i][3] = 0.0f;
+        for (int p = 0; p < P; p++) {
+            const int c = cb + p;
+            if (c >= c1) break;
+            const uint4 w = buf[p];
+            if (c + P < c1) buf[p] = ld_stream(wp + (size_t)(c + P - c0) * 32);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int kt = c * 4 + j;
+                const int grp = min(kt >> sh.gshift, sh.G - 1);
+                if (grp != cur) {
+                    if (cur >= 0) {
+#pragma unroll
+                        for (int i = 0; i < MT; i++) {
+                            tot[i][0] = __fadd_rn(tot[i][0], __fmul_rn(sa, par[i][0]));
+                            tot[i][1] = __fadd_rn(tot[i][1], __fmul_rn(sa, par[i][1]));
+                            tot[i][2] = __fadd_rn(tot[i][2], __fmul_rn(sb, par[i][2]));
+                            tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
+                            par[i][0] = par[i][1] = par[i][2] = par[i][3] = 0.0f;
+                        }
                     }
+                    cur = grp;
+                    const uint32_t va = __ldg(sz + (size_t)grp * sh.Np + na), vb = __ldg(sz + (size_t)grp * sh.Np + nb);
+                    sa = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
+                    sb = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
+                    za = (va >> 16) | (va & 0xFFFF0000u);
+                    zb = (vb >> 16) | (vb & 0xFFFF0000u);
                 }
-                cur = grp;
-                const uint32_t va = __ldg(sz + (size_t)grp * sh.Np + na), vb = __ldg(sz + (size_t)grp * sh.Np + nb);
-                sa = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
-                sb = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
-                za = (va >> 16) | (va & 0xFFFF0000u);
-                zb = (vb >> 16) | (vb & 0xFFFF0000u);
-            }
-            const uint32_t word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
-            /* (1024 + q) - (1024 + z) = q - z exactly; rows gr (registers 0, 2) and gr + 8 (1, 3) */
-            const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za);
-            const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, zb);
-            const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, za);
-            const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, zb);
-            const int k0 = kt * 16;
-            const bool lo = k0 < sh.K, hi = k0 + 8 < sh.K; /* K is a multiple of 8 */
+                const uint32_t word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
+                /* (1024 + q) - (1024 + z) = q - z exactly; rows gr (registers 0, 2) and gr + 8 (1, 3) */
+                const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za);
+                const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, zb);
+                const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, za);
+                const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, zb);
+                if ((j & 1) == 0) {
+                    const int col = c * CHUNK + 32 * (j >> 1); /* + 8t: in xr; K is a multiple of 8 */
+                    const bool ok = col + 8 * t < sh.K;
 #pragma unroll
-            for (int i = 0; i < MT; i++) {
-                const uint32_t b0 = (mok[i] && lo) ? __ldg(xr[i] + (k0 >> 1)) : 0u;
-                const uint32_t b1 = (mok[i] && hi) ? __ldg(xr[i] + ((k0 + 8) >> 1)) : 0u;
-                mma16816(par[i], a0, a1, a2, a3, b0, b1);
+                    for (int i = 0; i < MT; i++)
+                        xv[i] = (mok[i] && ok) ? __ldg(reinterpret_cast<const uint4 *>(xr[i] + col)) : make_uint4(0, 0, 0, 0);
+                }
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    const uint32_t b0 = (j & 1) ? xv[i].z : xv[i].x;
+                    const uint32_t b1 = (j & 1) ? xv[i].w : xv[i].y;
+                    mma16816(par[i], a0, a1, a2, a3, b0, b1);
+                }
             }
         }
     }
@@ -213,7 +231,7 @@ __global__ void w4a16_repack_qw(const uint32_t *__restrict__ q, const int32_t *_
     for (int p = 0; p < 8; p++) {
         const int e = 2 * (p & 3) + (p >> 2);
         const int n = nt * ROWS + gr + 8 * ((e >> 1) & 1);
-        const int kp = c * CHUNK + j * 16 + 2 * t + (e & 1) + 8 * (e >> 2);
+        const int kp = c * CHUNK + 32 * (j >> 1) + 8 * t + 4 * (j & 1) + 2 * (e >> 2) + (e & 1);
         if (n >= N || kp >= K) continue;
         const int k = perm ? perm[kp] : kp;
         const uint32_t code = (q[(size_t)n * (K / 8) + k / 8] >> (4 * (k % 8))) & 0xFu;
@@ -235,6 +253,61 @@ __global__ void w4a16_repack_sz(const uint16_t *__restrict__ scales, const uint8
         if (zeros) z = zeros[(size_t)n * G + grp];
     }
     sz[i] = s | ((0x6400u + z) << 16);
+}
+
+/* Exact decode in the canonical layout: w[n][k] = (float)(q - z) * s (5-bit x 11-bit: exact). */
+__global__ void w4a16_decode_kernel(const uint32_t *__restrict__ q, const uint16_t *__restrict__ scales, const uint8_t *__restrict__ zeros,
+                                    const int32_t *__restrict__ g_idx, int N, int K, int g, float *w)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)N * K) return;
+    const size_t n = i / (size_t)K, k = i % (size_t)K;
+    const int G = K / g;
+    const int grp = g_idx ? g_idx[k] : (int)(k / (size_t)g);
+    const int code = (int)((q[n * (size_t)(K / 8) + k / 8] >> (4 * (k % 8))) & 0xFu);
+    const int z = zeros ? zeros[n * (size_t)G + grp] : QG_INT4_SYM_ZERO;
+    w[i] = __fmul_rn(__int2float_rn(code - z), __half2float(__ushort_as_half(scales[n * (size_t)G + grp])));
+}
+
+/* Packed int4 x int4: exact int32 sums (any order is exact: |term| <= 64, K <= 131071), then the
+ * reference's epilogue operation by operation. A 16 x 16 tile of outputs per block, rows staged in shared
+ * memory 64 bytes (128 codes) at a time; the odd-K padding nibble is 0 (validated), so it adds 0. */
+__global__ void int4_gemm_packed_kernel(const uint8_t *__restrict__ A, const uint8_t *__restrict__ B, int M, int N, int rb,
+                                        const float *__restrict__ sa, int sa_all, const float *__restrict__ sb, int sb_all,
+                                        const void *__restrict__ bias, int bias_f16, int relu, int32_t *acc, float *y32,
+                                        uint16_t *y16)
+{
+    __shared__ uint8_t ta[16][64], tb[16][64];
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int m = blockIdx.y * 16 + ty, n = blockIdx.x * 16 + tx;
+    int32_t s = 0;
+    for (int kb = 0; kb < rb; kb += 64) {
+        for (int i = threadIdx.x; i < 16 * 64; i += 256) {
+            const int r = i >> 6, c = i & 63;
+            const int ma = blockIdx.y * 16 + r, nb = blockIdx.x * 16 + r;
+            ta[r][c] = (ma < M && kb + c < rb) ? A[(size_t)ma * rb + kb + c] : 0;
+            tb[r][c] = (nb < N && kb + c < rb) ? B[(size_t)nb * rb + kb + c] : 0;
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int c = 0; c < 64; c++) {
+            const int a = ta[ty][c], b = tb[tx][c];
+            s += ((int32_t)((uint32_t)a << 28) >> 28) * ((int32_t)((uint32_t)b << 28) >> 28);
+            s += ((int32_t)((uint32_t)a << 24) >> 28) * ((int32_t)((uint32_t)b << 24) >> 28);
+        }
+        __syncthreads();
+    }
+    if (m >= M || n >= N) return;
+    const size_t o = (size_t)m * N + n;
+    if (acc) acc[o] = s;
+    if (y32 || y16) {
+        float t = __fmul_rn(__int2float_rn(s), sb[sb_all ? n : 0]);
+        t = __fmul_rn(t, sa[sa_all ? m : 0]);
+        if (bias) t = __fadd_rn(t, bias_f16 ? __half2float(__ushort_as_half(((const uint16_t *)bias)[n])) : ((const float *)bias)[n]);
+        if (relu && !isnan(t)) t = t > 0.0f ? t : 0.0f;
+        if (y32) y32[o] = t;
+        if (y16) y16[o] = f32_to_f16_bits(t);
+    }
 }
 
 /* Probe: one warp per block, fragments loaded by the m16n8k16 layout. */
@@ -332,6 +405,7 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
 {
     if (w == nullptr || w->qw == nullptr || dx == nullptr || (dy32 == nullptr && dy16 == nullptr) || M == 0)
         return QG_ERR_argument_invalid;
+    if (((uintptr_t)dx & 15) != 0 || ((uintptr_t)ws & 15) != 0) return QG_ERR_argument_invalid; /* 16-byte loads of x */
     if (M > (size_t)QG_W4A16_TC_MAX_M) return QG_ERR_shape_invalid;
     const qg_w4a16_tc_shape &s = w->s;
     const int S = splits > 0 ? splits : s.splits;
@@ -367,18 +441,19 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
     return QG_ERR_ok;
 }
 
-int check_gemm_args(const qg_w4a16 *L, const uint16_t *x, size_t M, const float *y32, const uint16_t *y16)
+int check_gemm_args(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, const float *y32, const uint16_t *y16)
 {
     if (L == nullptr || x == nullptr || (y32 == nullptr && y16 == nullptr)) return QG_ERR_argument_invalid;
     int rc = qg_w4a16_validate(L);
     if (rc != QG_ERR_ok) return rc;
     if (M == 0 || M > (size_t)QG_W4A16_TC_MAX_M) return QG_ERR_shape_invalid;
+    if (x_len != M * L->K) return QG_ERR_size_mismatch;
     return QG_ERR_ok;
 }
 
-int gemm_host(const qg_w4a16 *L, const uint16_t *x, size_t M, float *y_f32, uint16_t *y_f16, float *partials)
+int gemm_host(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, float *y_f32, uint16_t *y_f16, float *partials)
 {
-    int rc = check_gemm_args(L, x, M, y_f32, y_f16);
+    int rc = check_gemm_args(L, x, x_len, M, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
     qg_w4a16_cuda_weights w = {};
     uint16_t *dx = nullptr;
@@ -443,6 +518,8 @@ extern "C" int qg_w4a16_tc_shape_of(size_t N, size_t K, size_t g, qg_w4a16_tc_sh
     return QG_ERR_ok;
 }
 
+extern "C" double qg_cuda_mma_model_u(void) { return 0x1p-22; }
+
 extern "C" long qg_w4a16_cuda_chain(size_t N, size_t K, size_t g)
 {
     const size_t ge = g < K ? g : K;
@@ -452,7 +529,7 @@ extern "C" long qg_w4a16_cuda_chain(size_t N, size_t K, size_t g)
 extern "C" qg_numerics qg_w4a16_cuda_numerics(size_t N, size_t K, size_t g, int f16_out)
 {
     qg_numerics nm = f16_out ? (qg_numerics)QG_NUMERICS_F32ACC_F16OUT : (qg_numerics)QG_NUMERICS_F32ACC_F32OUT;
-    nm.u_acc = 0x1p-22; /* numerics section 5: two ulps of float32 per mma block (the fp32 roundings are 2^-24) */
+    nm.u_acc = qg_cuda_mma_model_u(); /* the mma block model; the fp32 roundings (2^-24) are below it */
     nm.d_fixed = qg_w4a16_cuda_chain(N, K, g);
     return nm;
 }
@@ -546,20 +623,20 @@ done:
     return rc;
 }
 
-extern "C" int qg_w4a16_gemm_cuda(const qg_w4a16 *L, const uint16_t *x, size_t M, float *y_f32, uint16_t *y_f16)
+extern "C" int qg_w4a16_gemm_cuda(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, float *y_f32, uint16_t *y_f16)
 {
-    return gemm_host(L, x, M, y_f32, y_f16, nullptr);
+    return gemm_host(L, x, x_len, M, y_f32, y_f16, nullptr);
 }
 
-extern "C" int qg_w4a16_gemv_cuda(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
+extern "C" int qg_w4a16_gemv_cuda(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32, uint16_t *y_f16)
 {
-    return gemm_host(L, x, batch, y_f32, y_f16, nullptr);
+    return gemm_host(L, x, x_len, batch, y_f32, y_f16, nullptr);
 }
 
-extern "C" int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x, size_t M, float *y_f32, float *partials)
+extern "C" int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, float *y_f32, float *partials)
 {
     if (y_f32 == nullptr || partials == nullptr) return QG_ERR_argument_invalid;
-    return gemm_host(L, x, M, y_f32, nullptr, partials);
+    return gemm_host(L, x, x_len, M, y_f32, nullptr, partials);
 }
 
 extern "C" int qg_cuda_mma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
@@ -584,5 +661,95 @@ done:
     if (dB) cudaFree(dB);
     if (dC) cudaFree(dC);
     if (dD) cudaFree(dD);
+    return rc;
+}
+
+extern "C" int qg_w4a16_decode_cuda(const qg_w4a16 *L, float *w)
+{
+    if (w == nullptr) return QG_ERR_argument_invalid;
+    int rc = qg_w4a16_validate(L);
+    if (rc != QG_ERR_ok) return rc;
+    const size_t N = L->N, K = L->K, G = K / L->g, n = N * K;
+    if (K > (size_t)INT_MAX / 2 || N > (size_t)INT_MAX / 2) return QG_ERR_shape_invalid;
+    uint32_t *dq = nullptr;
+    uint16_t *ds = nullptr;
+    uint8_t *dz = nullptr;
+    int32_t *dg = nullptr;
+    qg_guarded_dev gw = {};
+    QG_CUDA_TRY(cudaMalloc((void **)&dq, N * (K / 8) * 4));
+    QG_CUDA_TRY(cudaMalloc((void **)&ds, N * G * 2));
+    QG_CUDA_TRY(cudaMemcpy(dq, L->qweight, N * (K / 8) * 4, cudaMemcpyHostToDevice));
+    QG_CUDA_TRY(cudaMemcpy(ds, L->scales, N * G * 2, cudaMemcpyHostToDevice));
+    if (L->zeros) {
+        QG_CUDA_TRY(cudaMalloc((void **)&dz, N * G));
+        QG_CUDA_TRY(cudaMemcpy(dz, L->zeros, N * G, cudaMemcpyHostToDevice));
+    }
+    if (L->g_idx) {
+        QG_CUDA_TRY(cudaMalloc((void **)&dg, K * 4));
+        QG_CUDA_TRY(cudaMemcpy(dg, L->g_idx, K * 4, cudaMemcpyHostToDevice));
+    }
+    if ((rc = qg_guarded_dev_alloc(&gw, w, n * 4)) != QG_ERR_ok) goto done;
+    w4a16_decode_kernel<<<(unsigned)ceil_div(n, 256), 256>>>(dq, ds, dz, dg, (int)N, (int)K, (int)L->g, (float *)gw.payload);
+    QG_CUDA_TRY(cudaGetLastError());
+    QG_CUDA_TRY(cudaDeviceSynchronize());
+    rc = qg_guarded_dev_finish(&gw, w);
+done:
+    if (dq) cudaFree(dq);
+    if (ds) cudaFree(ds);
+    if (dz) cudaFree(dz);
+    if (dg) cudaFree(dg);
+    qg_guarded_dev_free(&gw);
+    return rc;
+}
+
+extern "C" int qg_int4_gemm_packed_cuda(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16)
+{
+    int rc = qg_int4_gemm_check(p, acc, y_f32, y_f16);
+    if (rc != QG_ERR_ok) return rc;
+    if (p->M > (size_t)INT_MAX / 16 || p->N > (size_t)INT_MAX / 16) return QG_ERR_shape_invalid;
+    const size_t rb = qg_int4_packed_row_bytes(p->K), M = p->M, N = p->N, no = M * N;
+    const int scaled = y_f32 != nullptr || y_f16 != nullptr;
+    uint8_t *dA = nullptr, *dB = nullptr;
+    float *dsa = nullptr, *dsb = nullptr;
+    void *dbias = nullptr;
+    qg_guarded_dev ga = {}, g32 = {}, g16 = {};
+    const size_t bias_bytes = p->bias ? N * (p->bias_type == QG_INT4_F16 ? 2 : 4) : 0;
+    QG_CUDA_TRY(cudaMalloc((void **)&dA, M * rb));
+    QG_CUDA_TRY(cudaMalloc((void **)&dB, N * rb));
+    QG_CUDA_TRY(cudaMemcpy(dA, p->A, M * rb, cudaMemcpyHostToDevice));
+    QG_CUDA_TRY(cudaMemcpy(dB, p->B, N * rb, cudaMemcpyHostToDevice));
+    if (scaled) {
+        QG_CUDA_TRY(cudaMalloc((void **)&dsa, p->sa_len * 4));
+        QG_CUDA_TRY(cudaMalloc((void **)&dsb, p->sb_len * 4));
+        QG_CUDA_TRY(cudaMemcpy(dsa, p->sa, p->sa_len * 4, cudaMemcpyHostToDevice));
+        QG_CUDA_TRY(cudaMemcpy(dsb, p->sb, p->sb_len * 4, cudaMemcpyHostToDevice));
+        if (p->bias) {
+            QG_CUDA_TRY(cudaMalloc(&dbias, bias_bytes));
+            QG_CUDA_TRY(cudaMemcpy(dbias, p->bias, bias_bytes, cudaMemcpyHostToDevice));
+        }
+    }
+    if (acc && (rc = qg_guarded_dev_alloc(&ga, acc, no * 4)) != QG_ERR_ok) goto done;
+    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, no * 4)) != QG_ERR_ok) goto done;
+    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, no * 2)) != QG_ERR_ok) goto done;
+    {
+        dim3 grid((unsigned)ceil_div(N, 16), (unsigned)ceil_div(M, 16));
+        int4_gemm_packed_kernel<<<grid, 256>>>(dA, dB, (int)M, (int)N, (int)rb, dsa, p->sa_len != 1, dsb, p->sb_len != 1, dbias,
+                                               p->bias_type == QG_INT4_F16, p->relu, (int32_t *)ga.payload, (float *)g32.payload,
+                                               (uint16_t *)g16.payload);
+    }
+    QG_CUDA_TRY(cudaGetLastError());
+    QG_CUDA_TRY(cudaDeviceSynchronize());
+    if (acc && (rc = qg_guarded_dev_finish(&ga, acc)) != QG_ERR_ok) goto done;
+    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
+    if (y_f16) rc = qg_guarded_dev_finish(&g16, y_f16);
+done:
+    if (dA) cudaFree(dA);
+    if (dB) cudaFree(dB);
+    if (dsa) cudaFree(dsa);
+    if (dsb) cudaFree(dsb);
+    if (dbias) cudaFree(dbias);
+    qg_guarded_dev_free(&ga);
+    qg_guarded_dev_free(&g32);
+    qg_guarded_dev_free(&g16);
     return rc;
 }

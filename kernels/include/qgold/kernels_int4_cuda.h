@@ -3,7 +3,7 @@
  *
  * Product: y[m][n] = sum_k w[n][k] x[m][k] over the canonical W4A16 layout of qgold/int4.h, x M x K
  * fp16 row-major, y M x N row-major (float32 and/or fp16), M >= 1. Same signature as
- * qg_w4a16_gemv_ref with the batch named M.
+ * qg_w4a16_gemv_ref (registry kind QG_KIND_INT4_W4A16_GEMV) with the batch named M.
  *
  * Repacked layout ("tc16"). The weight matrix is the A operand of mma.m16n8k16 (16 output channels x 16
  * inputs per tile), the activations the B operand (16 inputs x 8 rows of x), D = 16 channels x 8 rows.
@@ -12,12 +12,16 @@
  *     counting sort on g_idx), so every group is g consecutive k' and x is gathered as x[m][perm[k']].
  *   - N is padded to Np = 16 * ceil(N / 16), K to Kp = 64 * ceil(K / 64); padding codes are 0, padding
  *     rows have scale +0 and zero 8, padding columns meet x = 0.
+ *   - Tiles: chunk c holds columns k' = 64 c .. 64 c + 63 as four k-tiles j = 0..3 of 16 (mma's k = 16);
+ *     k-tile j takes its columns from the 32-column half h = j / 2 of the chunk: mma k-slot
+ *     kappa = 2 t + 8 b + e (t = 0..3, b, e = 0..1; the fragment order of m16n8k16) is column
+ *     k' = 64 c + 32 (j / 2) + 8 t + 4 (j % 2) + 2 b + e. So a group of 32 is one half, and the B fragments
+ *     of lane t for both k-tiles of a half are the 8 consecutive columns 64 c + 32 h + 8 t .. + 7 of x.
  *   - qw: uint32 words, index ((nt * KC + c) * 32 + lane) * 4 + j for n-tile nt (rows 16 nt ..), chunk c
- *     of 64 columns (KC = Kp / 64), lane 0..31 of the warp, k-tile j of the chunk (columns 64 c + 16 j ..).
- *     With gr = lane / 4 and t = lane % 4, nibble p (bits 4p..4p+3) of the word holds fragment element
- *     e = 2 (p % 4) + p / 4 of mma's A operand, i.e. row gr + 8 ((e / 2) % 2), column 2 t + e % 2 + 8 (e / 4)
- *     of the 16 x 16 tile. So (word >> 4r) & 0x000F000F is fragment register r with its two codes in the
- *     two halves, and OR 0x64006400 makes it the fp16 pair (1024 + q0, 1024 + q1).
+ *     (KC = Kp / 64), lane 0..31 of the warp, k-tile j. With gr = lane / 4 and t = lane % 4, nibble p
+ *     (bits 4p..4p+3) of the word holds A fragment element e = 2 (p % 4) + p / 4: row gr + 8 ((e / 2) % 2),
+ *     k-slot 2 t + e % 2 + 8 (e / 4) of the 16 x 16 tile. So (word >> 4r) & 0x000F000F is fragment register
+ *     r with its two codes in the two halves, and OR 0x64006400 makes it the fp16 pair (1024 + q0, 1024 + q1).
  *   - sz: uint32 per (group, row), index grp * Np + n: bits 0..15 the fp16 scale, bits 16..31 the fp16
  *     value 1024 + z (exact: 0x6400 + z).
  *   - perm: K int32 (act-order only).
@@ -75,13 +79,21 @@ qg_numerics qg_w4a16_cuda_numerics(size_t N, size_t K, size_t g, int f16_out);
  * when L has no g_idx). Validates L first (qg_w4a16_validate's errors). */
 int qg_w4a16_repack_cuda(const qg_w4a16 *L, uint32_t *qw, uint32_t *sz, int32_t *perm);
 
-/* y = x W^T on the GPU: x M x K fp16 bits, y_f32 and/or y_f16 M x N (either may be NULL, not both). */
-int qg_w4a16_gemm_cuda(const qg_w4a16 *L, const uint16_t *x, size_t M, float *y_f32, uint16_t *y_f16);
+/* y = x W^T on the GPU: x M x K fp16 bits (x_len must be M * K: size_mismatch otherwise), y_f32 and/or
+ * y_f16 M x N (either may be NULL, not both). Errors of qg_w4a16_validate first; outputs untouched on any
+ * error. */
+int qg_w4a16_gemm_cuda(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, float *y_f32, uint16_t *y_f16);
 /* The same function under the name of the registry path w4a16_gemv (batch = M). */
-int qg_w4a16_gemv_cuda(const qg_w4a16 *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16);
+int qg_w4a16_gemv_cuda(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32, uint16_t *y_f16);
 /* As qg_w4a16_gemm_cuda with y_f32, and the split partials the second pass reduced: partials S x M x N
  * float32 (S = qg_w4a16_cuda_splits; with S = 1 the single partial is y). M <= QG_W4A16_TC_MSLICE. */
-int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x, size_t M, float *y_f32, float *partials);
+int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, float *y_f32, float *partials);
+
+/* The other INT4 kernels of the registry on the GPU, same contracts as the reference: exact decode of the
+ * canonical layout, and the packed int4 x int4 product (exact int32 sums; the reference's epilogue
+ * operation by operation, so float32 / fp16 outputs are bit-exact too). */
+int qg_w4a16_decode_cuda(const qg_w4a16 *L, float *w);
+int qg_int4_gemm_packed_cuda(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16);
 
 /* Device-resident repacked weights for repeated launches (benchmarks). */
 typedef struct {
@@ -97,9 +109,14 @@ void qg_w4a16_cuda_free(qg_w4a16_cuda_weights *w);
 /* Workspace bytes one launch with M rows needs (gathered x for act-order, split partials). splits: 0 for
  * the pinned qg_w4a16_cuda_splits, else a forced count (benchmarks only: other bits). */
 size_t qg_w4a16_cuda_workspace_bytes(const qg_w4a16_cuda_weights *w, size_t M, int splits);
-/* Asynchronous launch on device pointers: dx M x K fp16, dy32 / dy16 M x N (either NULL). */
+/* Asynchronous launch on device pointers: dx M x K fp16 (16-byte aligned, as the workspace), dy32 / dy16
+ * M x N (either NULL). */
 int qg_w4a16_gemm_cuda_async(const qg_w4a16_cuda_weights *w, const void *dx, size_t M, int splits, void *workspace, float *dy32,
                              uint16_t *dy16, void *stream);
+
+/* The contract's model of one mma block (numerics.md section 5): |fl(c + sum p) - (c + sum p)| <=
+ * u (|c| + sum |p|) with u = 2 * 2^-23 = 2^-22; the u_acc of every tensor-core declaration here. */
+double qg_cuda_mma_model_u(void);
 
 /* Tensor-core probe: `count` independent mma.m16n8k16 f32.f16.f16.f32 blocks. A: count x 16 x 16 fp16
  * (row-major, [i][k]), B: count x 16 x 8 fp16 ([k][j]), C and D: count x 16 x 8 float32 ([i][j]);
