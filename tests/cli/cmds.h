@@ -18,4 +18,6 @@ int qgc_cmd_gguf(int argc, char **argv);
 
 int qgc_cmd_int8(int argc, char **argv); /* cmd_int8.c */
 
+int qgc_cmd_int4(int argc, char **argv); /* cmd_int4.c */
+
 #endif

@@ -926,6 +926,7 @@ const qgc_command qgc_commands[] = {
     {"verify", qgc_cmd_verify, "judge the kernels of a plugin (.so) like qgold's own, each case in its own process"},
     {"gguf", qgc_cmd_gguf, "GGUF model files: info, check every tensor on every backend, dequant or extract one"},
     {"int8", qgc_cmd_int8, "INT8 quantize, dequantize and W8A8 / W8A16 gemm on raw little-endian files, any backend"},
+    {"int4", qgc_cmd_int4, "INT4 W4A16: import GPTQ/AWQ tensors, dequant and gemv on raw little-endian files, any backend"},
 };
 const unsigned qgc_command_count = sizeof qgc_commands / sizeof qgc_commands[0];
 
