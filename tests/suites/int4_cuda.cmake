@@ -1,0 +1,14 @@
+# INT4 on the GPU: the W4A16 tensor-core GEMM (repack bit-exact against a host repack, the bound, batch
+# invariance, the pinned split-K order, errors, identical results across processes) and the tensor-core
+# accumulation probe of numerics section 5. Label gpu: exit 77 without a device (1 with QG_REQUIRE_GPU=1).
+if(QG_HAVE_CUDA)
+  qg_test_exe(test_int4_cuda unit/test_int4_cuda.c)
+  # The pinned-order sums on the host are compared bit for bit: no contraction in the test either.
+  target_compile_options(test_int4_cuda PRIVATE -ffp-contract=off -fno-fast-math)
+  foreach(mode repack gemm splitk errors processes decode packed)
+    qg_add_test(NAME gpu.int4_cuda.${mode} LABELS gpu COMMAND test_int4_cuda ${mode})
+  endforeach()
+  qg_test_exe(test_tc_probe unit/test_tc_probe.c)
+  target_compile_options(test_tc_probe PRIVATE -ffp-contract=off -fno-fast-math)
+  qg_add_test(NAME gpu.tc_probe.cuda LABELS gpu COMMAND test_tc_probe)
+endif()

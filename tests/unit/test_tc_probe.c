@@ -1,0 +1,128 @@
+/* gpu.tc_probe.cuda: the tensor-core accumulation probe of numerics.md section 5.
+ *
+ * Single mma.m16n8k16 f32.f16.f16.f32 blocks (qg_cuda_mma_f16_probe) on crafted inputs, each output
+ * D[i][j] = C[i][j] + sum_k A[i][k] B[k][j] compared with its exact value (every fp16 product is exact in
+ * double; the double sum's own error gamma_17(2^-53) S is allowed for). Per output the error is measured in
+ * units of S 2^-23 with S = |c| + sum |p_k|; the declared model (qg_cuda_mma_model_u: 2^-22, two units)
+ * must hold for every output. Input families, in the style of the published tensor-core studies:
+ *   below_ulp   c = +-2^e (1 + m 2^-10) and sixteen products each below ulp(c), same or opposite sign;
+ *   big_product one large product, c = 0 or tiny, fifteen products below its ulp, random signs;
+ *   cancel      c = -p_0 exactly (a large product cancelled), fifteen small products of mixed sign;
+ *   random      random signs and exponents (2^-6 .. 2^6) everywhere.
+ * Prints the worst measured figure per family and overall. Exit 77 without a GPU.
+ */
+#include "compare.h"
+#include "qg_test.h"
+#include "qgold/cuda.h"
+#include "qgold/errors.h"
+#include "qgold/fp16.h"
+#include "qgold/kernels_int4_cuda.h"
+#include "qgold/rng.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { BLOCKS_PER_FAMILY = 128, FAMILIES = 4 };
+static const char *family_name[FAMILIES] = {"below_ulp", "big_product", "cancel", "random"};
+
+static uint16_t h(float v) { return qg_f32_to_f16(v); }
+static float hf(uint16_t b) { return qg_f16_to_f32(b); }
+
+/* fp16 in [1, 2) with a random 10-bit mantissa */
+static float mant(qg_rng *r) { return 1.0f + (float)qg_rng_int_range(r, 1024) / 1024.0f; }
+static float sgn(qg_rng *r) { return qg_rng_int_range(r, 2) ? -1.0f : 1.0f; }
+
+static void make_block(int fam, qg_rng *r, uint16_t *A, uint16_t *B, float *C)
+{
+    const int e = 6 + (int)qg_rng_int_range(r, 7); /* 2^6 .. 2^12: small terms stay fp16-representable */
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) {
+            float a;
+            if (fam == 3)
+                a = sgn(r) * ldexpf(mant(r), (int)qg_rng_int_range(r, 13) - 6);
+            else if ((fam == 1 || fam == 2) && k == 0)
+                a = sgn(r) * ldexpf(mant(r), e);
+            else
+                a = (fam == 0 ? 1.0f : sgn(r)) * mant(r);
+            A[i * 16 + k] = h(a);
+        }
+    for (int k = 0; k < 16; k++)
+        for (int j = 0; j < 8; j++) {
+            float b;
+            if (fam == 3)
+                b = sgn(r) * ldexpf(mant(r), (int)qg_rng_int_range(r, 13) - 6);
+            else if ((fam == 1 || fam == 2) && k == 0)
+                b = mant(r);
+            else /* |a b| < 2^(e - 23 - s) * 4 with s = 1 + j % 6: below the ulp of the large term */
+                b = (fam == 0 ? (j < 4 ? 1.0f : -1.0f) : 1.0f) * ldexpf(mant(r), e - 23 - 1 - (j % 6) - (fam != 0 ? 1 : 0));
+            B[k * 8 + j] = h(b);
+        }
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 8; j++) {
+            float c;
+            if (fam == 0)
+                c = sgn(r) * ldexpf(mant(r), e);
+            else if (fam == 1)
+                c = qg_rng_int_range(r, 2) ? 0.0f : ldexpf(mant(r), e - 40);
+            else if (fam == 2)
+                c = -(hf(A[i * 16]) * hf(B[j])); /* exact: a 22-bit product */
+            else
+                c = sgn(r) * ldexpf(mant(r), (int)qg_rng_int_range(r, 25) - 12);
+            C[i * 8 + j] = c;
+        }
+}
+
+int main(void)
+{
+    char why[200];
+    if (qg_cuda_device_count(why, sizeof why) <= 0) return qg_test_no_gpu(why);
+    char dev[256];
+    qg_cuda_describe(dev, sizeof dev);
+    const size_t count = (size_t)FAMILIES * BLOCKS_PER_FAMILY;
+    uint16_t *A = malloc(count * 256 * 2), *B = malloc(count * 128 * 2);
+    float *C = malloc(count * 128 * 4), *D = malloc(count * 128 * 4);
+    QG_CHECK(A && B && C && D, "allocation");
+    if (!(A && B && C && D)) return qg_test_end("tc_probe");
+    qg_rng r;
+    qg_rng_init(&r, 0x7C0BE);
+    for (size_t b = 0; b < count; b++) make_block((int)(b / BLOCKS_PER_FAMILY), &r, A + b * 256, B + b * 128, C + b * 128);
+    const int rc = qg_cuda_mma_f16_probe(A, B, C, D, count);
+    QG_CHECK(rc == QG_ERR_ok, "probe: %s %s", qg_error_name(rc), qg_cuda_last_error());
+    const double model = qg_cuda_mma_model_u(), unit = 0x1p-23;
+    double worst[FAMILIES] = {0}, worst_all = 0;
+    size_t nonzero[FAMILIES] = {0}, fails = 0;
+    for (size_t b = 0; b < count && rc == QG_ERR_ok; b++) {
+        const int fam = (int)(b / BLOCKS_PER_FAMILY);
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 8; j++) {
+                const double c = C[b * 128 + i * 8 + j];
+                double y = c, S = fabs(c);
+                for (int k = 0; k < 16; k++) {
+                    const double p = (double)hf(A[b * 256 + i * 16 + k]) * (double)hf(B[b * 128 + k * 8 + j]);
+                    y += p;
+                    S += fabs(p);
+                }
+                const double d = D[b * 128 + i * 8 + j], err = fabs(d - y);
+                const double ratio = S > 0 ? err / (S * unit) : (err > 0 ? INFINITY : 0.0);
+                if (err > 0) nonzero[fam]++;
+                if (ratio > worst[fam]) worst[fam] = ratio;
+                if (ratio > worst_all) worst_all = ratio;
+                if (!(err <= model * S + qg_gamma(17, 0x1p-53) * S)) {
+                    if (fails++ < 10)
+                        fprintf(stderr, "tc_probe %s block %zu (%d, %d): got %a, exact %a, error %.3g units of S 2^-23 (model %.3g)\n",
+                                family_name[fam], b, i, j, d, y, ratio, model / unit);
+                }
+            }
+    }
+    QG_CHECK(fails == 0, "%zu outputs outside the declared model of %.3g units", fails, model / unit);
+    printf("tc_probe on %s: mma.m16n8k16 f32.f16.f16.f32, %zu blocks\n", dev, count);
+    for (int f = 0; f < FAMILIES; f++)
+        printf("  %-12s worst error %.4f units of (|c| + sum|p|) 2^-23; %zu of %d outputs inexact\n", family_name[f], worst[f], nonzero[f],
+               BLOCKS_PER_FAMILY * 128);
+    printf("tc_probe measured worst %.4f units; declared model %.4f units (u_acc = %a)\n", worst_all, model / unit, model);
+    free(A), free(B), free(C), free(D);
+    return qg_test_end("tc_probe");
+}
