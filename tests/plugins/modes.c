@@ -265,6 +265,18 @@ QGOLD_PLUGIN_EXPORT int qgold_plugin_entry(uint32_t host_abi, qgold_plugin_info 
 #if defined(QGP_BREAK_ABI)
     out->abi_version = QGOLD_PLUGIN_ABI_VERSION + 1; /* defect: built against a newer ABI */
 #endif
+#if defined(QGP_BREAK_ABIZERO)
+    out->abi_version = 0; /* defect: no ABI version stated */
+#endif
+#if defined(QGP_BREAK_EMPTY)
+    out->n_kernels = 0; /* defect: a plugin without kernels */
+#endif
+#if defined(QGP_BREAK_ENTRYCRASH)
+    {
+        volatile int *volatile nowhere = NULL; /* defect: the entry point itself crashes */
+        *nowhere = 1;
+    }
+#endif
     return 0;
 }
 #endif
