@@ -350,7 +350,9 @@ __global__ void __launch_bounds__(SM_WARPS * 32) k_w8a8_small(const int8_t *A, c
     for (int r = 0; r < SM_R; r++) brow[r] = B + min(n0 + r, e.N - 1) * K; /* rows past N: computed, not stored */
     if (VEC) {
         const size_t nch = K / 16;
-#pragma unroll 2
+        /* several chunks of every row in flight per lane: the kernel is bound by memory latency */
+        constexpr int U = MT <= 2 ? 4 : 2;
+#pragma unroll U
         for (size_t c = lane; c < nch; c += 32) {
             int4 b[SM_R];
 #pragma unroll
@@ -568,7 +570,9 @@ __global__ void __launch_bounds__(WV_WARPS * 32) k_w8a16(const int8_t *B, const 
 #pragma unroll
     for (int r = 0; r < WV_R; r++) brow[r] = B + min(n0 + r, N - 1) * K;
     const size_t nch = (K + WV_CHUNK - 1) / WV_CHUNK, nfull = VEC ? K / WV_CHUNK : 0;
-    /* whole chunks, 16-byte loads */
+    /* whole chunks, 16-byte loads (small batches: several chunks in flight per lane) */
+    constexpr int U = MT <= 2 ? 4 : MT <= 4 ? 2 : 1;
+#pragma unroll U
     for (size_t c = lane; VEC && c < nfull; c += 32) {
         int4 braw[WV_R];
 #pragma unroll
