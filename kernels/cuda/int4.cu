@@ -4,8 +4,9 @@
  * Layout and arithmetic: qgold/kernels_int4_cuda.h (the "tc16" layout) and reference/spec/numerics.md
  * ("W4A16 on tensor cores"). In short: a warp owns one n-tile of 16 output channels and one K split; per
  * 64-column chunk each lane loads one uint4 (its four A fragments of four k-tiles, coalesced: 512 bytes
- * per warp) and, per m-tile, two uint4 of x (its B fragments of two k-tiles each), turns each nibble pair into fp16 (1024 + q) with a mask and an OR, and subtracts the fp16
- * (1024 + z): the exact integer q - z. The tensor core then sees exact inputs (e_k = 0). The mma blocks of
+ * per warp) and, per m-tile, two uint4 of x (its B fragments of two k-tiles each); it turns each nibble
+ * pair into fp16 (1024 + q) with a mask and an OR, and subtracts the fp16 (1024 + z): the exact integer
+ * q - z. The tensor core then sees exact inputs (e_k = 0). The mma blocks of
  * one group accumulate into a float32 partial started at 0; at the group's end t = RN32(t + RN32(s * p))
  * with the fp16 scale s of the row. The file is built with --fmad=false and writes __fmul_rn/__fadd_rn.
  *
