@@ -12,8 +12,9 @@
  *       q[i] = sat(rne(x[i] / s)) with an IEEE division (s > 0 finite, x finite);
  *   void i8_dequant(const int8_t *q, size_t n, float s, float *y32, uint16_t *y16);
  *       y = RN32((float) q * s) into y32 and/or RN16(y) into y16 (either may be NULL);
- *   void i8_dot_x4(const int8_t *a, const int8_t *b, size_t K, int32_t out[4]);
- *       out[j] = sum_k a[k] b[j * K + k] for the 4 consecutive rows of b (exact int32, K <= 131071);
+ *   void i8_dot_2x4(const int8_t *a0, const int8_t *a1, const int8_t *b, size_t K, int32_t out[8]);
+ *       out[4r + j] = sum_k a_r[k] b[j * K + k] for 2 rows of A (they may be the same) and the 4
+ *       consecutive rows of b (exact int32, K <= 131071);
  *   int32_t i8_dot(const int8_t *a, const int8_t *b, size_t K);   one row;
  *   void i8_epilogue(const int32_t *acc, size_t n, float sa, const float *sb, int sb_vec,
  *                    const void *bias, qg_int8_ftype bias_type, int relu, float *y32, uint16_t *y16);
@@ -35,7 +36,7 @@
  *
  * Execution: quantization reads every block once to get its amax (nonfinite detection included), checks
  * all of them (int_nonfinite_input, then fp16 scale overflow) and only then writes codes and scales, so
- * nothing is written on an error. W8A8 splits its output into items of one A row x NB B rows (items of
+ * nothing is written on an error. W8A8 splits its output into items of two A rows x NB B rows (items of
  * the same B block consecutive, so a thread reuses that block across A rows); W8A16 splits B rows, each
  * row used against every activation row while it is in cache.
  */
@@ -197,27 +198,43 @@ typedef struct {
     uint16_t *y16;
 } i8_gemm_ctx;
 
-/* Item i: A row m = i % M against B rows [NB * (i / M), + NB). */
+/* The epilogue and the stores of one output row segment (A row m, B rows n0 .. n0 + nn - 1). */
+static void i8_gemm_store(const i8_gemm_ctx *c, size_t m, size_t n0, size_t nn, const int32_t *t)
+{
+    const qg_int8_w8a8_args *p = c->p;
+    const size_t o = m * p->N + n0;
+    if (c->acc != NULL) memcpy(c->acc + o, t, nn * sizeof t[0]);
+    if (c->y32 == NULL && c->y16 == NULL) return;
+    const void *bias = NULL;
+    if (p->bias != NULL) bias = (const unsigned char *)p->bias + n0 * (p->bias_type == QG_INT8_F16 ? 2u : 4u);
+    const int sb_vec = p->sb_len != 1;
+    i8_epilogue(t, nn, p->sa[p->sa_len == 1 ? 0 : m], p->sb + (sb_vec ? n0 : 0), sb_vec, bias, p->bias_type, p->relu,
+                c->y32 ? c->y32 + o : NULL, c->y16 ? c->y16 + o : NULL);
+}
+
+/* Item i: A rows m0 = 2 (i % MP), m0 + 1 (when < M) against B rows [NB * (i / MP), + NB), MP = ceil(M / 2). */
 static void i8_gemm_range(void *vc, size_t i0, size_t i1)
 {
     const i8_gemm_ctx *c = vc;
     const qg_int8_w8a8_args *p = c->p;
-    const size_t M = p->M, N = p->N, K = p->K;
-    int32_t t[I8_NB];
+    const size_t M = p->M, N = p->N, K = p->K, MP = (M + 1) / 2;
+    int32_t t0[I8_NB], t1[I8_NB], d[8];
     for (size_t i = i0; i < i1; i++) {
-        const size_t m = i % M, n0 = (i / M) * I8_NB, nn = N - n0 < I8_NB ? N - n0 : I8_NB;
-        const int8_t *a = p->A + m * K;
+        const size_t m0 = 2 * (i % MP), n0 = (i / MP) * I8_NB, nn = N - n0 < I8_NB ? N - n0 : I8_NB;
+        const int two = m0 + 1 < M;
+        const int8_t *a0 = p->A + m0 * K, *a1 = two ? a0 + K : a0;
         size_t j = 0;
-        for (; j + 4 <= nn; j += 4) i8_dot_x4(a, p->B + (n0 + j) * K, K, t + j);
-        for (; j < nn; j++) t[j] = i8_dot(a, p->B + (n0 + j) * K, K);
-        const size_t o = m * N + n0;
-        if (c->acc != NULL) memcpy(c->acc + o, t, nn * sizeof t[0]);
-        if (c->y32 == NULL && c->y16 == NULL) continue;
-        const void *bias = NULL;
-        if (p->bias != NULL) bias = (const unsigned char *)p->bias + n0 * (p->bias_type == QG_INT8_F16 ? 2u : 4u);
-        const int sb_vec = p->sb_len != 1;
-        i8_epilogue(t, nn, p->sa[p->sa_len == 1 ? 0 : m], p->sb + (sb_vec ? n0 : 0), sb_vec, bias, p->bias_type, p->relu,
-                    c->y32 ? c->y32 + o : NULL, c->y16 ? c->y16 + o : NULL);
+        for (; j + 4 <= nn; j += 4) {
+            i8_dot_2x4(a0, a1, p->B + (n0 + j) * K, K, d);
+            memcpy(t0 + j, d, 4 * sizeof d[0]);
+            memcpy(t1 + j, d + 4, 4 * sizeof d[0]);
+        }
+        for (; j < nn; j++) {
+            t0[j] = i8_dot(a0, p->B + (n0 + j) * K, K);
+            if (two) t1[j] = i8_dot(a1, p->B + (n0 + j) * K, K);
+        }
+        i8_gemm_store(c, m0, n0, nn, t0);
+        if (two) i8_gemm_store(c, m0 + 1, n0, nn, t1);
     }
 }
 
@@ -227,7 +244,7 @@ int I8_FN(qg_int8_w8a8)(const qg_int8_w8a8_args *p, int32_t *acc, float *y_f32, 
     if (st != QG_ERR_ok) return st;
     const size_t nblocks = (p->N + I8_NB - 1) / I8_NB;
     i8_gemm_ctx c = {p, nblocks, acc, y_f32, y_f16};
-    qg_parallel_for(nblocks * p->M, 1, i8_min_items(I8_NB * p->K), i8_gemm_range, &c);
+    qg_parallel_for(nblocks * ((p->M + 1) / 2), 1, i8_min_items(2 * I8_NB * p->K), i8_gemm_range, &c);
     return QG_ERR_ok;
 }
 

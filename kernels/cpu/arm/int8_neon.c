@@ -120,29 +120,46 @@ static inline int32x4_t i8_mac16(int32x4_t acc, int8x16_t a, int8x16_t b)
     return vpadalq_s16(acc, vmull_high_s8(a, b));
 }
 
-static void i8_dot_x4_smull(const int8_t *a, const int8_t *b, size_t K, int32_t out[4])
+/* Two A rows against four B rows: each B vector is loaded once for both A rows. */
+static void i8_dot_2x4_smull(const int8_t *a0, const int8_t *a1, const int8_t *b, size_t K, int32_t out[8])
 {
-    int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    int32x4_t acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = vdupq_n_s32(0);
     size_t k = 0;
     for (; k + 16 <= K; k += 16) {
-        const int8x16_t va = vld1q_s8(a + k);
-        for (int j = 0; j < 4; j++) acc[j] = i8_mac16(acc[j], va, vld1q_s8(b + (size_t)j * K + k));
+        const int8x16_t va0 = vld1q_s8(a0 + k), va1 = vld1q_s8(a1 + k);
+        for (int j = 0; j < 4; j++) {
+            const int8x16_t vb = vld1q_s8(b + (size_t)j * K + k);
+            acc[j] = i8_mac16(acc[j], va0, vb);
+            acc[4 + j] = i8_mac16(acc[4 + j], va1, vb);
+        }
     }
-    for (int j = 0; j < 4; j++) out[j] = vaddvq_s32(acc[j]) + i8_dot_tail(a, b + (size_t)j * K, k, K);
+    for (int j = 0; j < 4; j++) {
+        out[j] = vaddvq_s32(acc[j]) + i8_dot_tail(a0, b + (size_t)j * K, k, K);
+        out[4 + j] = vaddvq_s32(acc[4 + j]) + i8_dot_tail(a1, b + (size_t)j * K, k, K);
+    }
 }
 
 /* ---- sdot ---- */
 
-__attribute__((target("arch=armv8.2-a+dotprod"))) static void i8_dot_x4_sdot(const int8_t *a, const int8_t *b, size_t K,
-                                                                              int32_t out[4])
+__attribute__((target("arch=armv8.2-a+dotprod"))) static void i8_dot_2x4_sdot(const int8_t *a0, const int8_t *a1, const int8_t *b,
+                                                                               size_t K, int32_t out[8])
 {
-    int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    int32x4_t acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = vdupq_n_s32(0);
     size_t k = 0;
     for (; k + 16 <= K; k += 16) {
-        const int8x16_t va = vld1q_s8(a + k);
-        for (int j = 0; j < 4; j++) acc[j] = vdotq_s32(acc[j], va, vld1q_s8(b + (size_t)j * K + k));
+        const int8x16_t va0 = vld1q_s8(a0 + k), va1 = vld1q_s8(a1 + k);
+        for (int j = 0; j < 4; j++) {
+            const int8x16_t vb = vld1q_s8(b + (size_t)j * K + k);
+            acc[j] = vdotq_s32(acc[j], va0, vb);
+            acc[4 + j] = vdotq_s32(acc[4 + j], va1, vb);
+        }
     }
-    for (int j = 0; j < 4; j++) out[j] = vaddvq_s32(acc[j]) + i8_dot_tail(a, b + (size_t)j * K, k, K);
+    for (int j = 0; j < 4; j++) {
+        out[j] = vaddvq_s32(acc[j]) + i8_dot_tail(a0, b + (size_t)j * K, k, K);
+        out[4 + j] = vaddvq_s32(acc[4 + j]) + i8_dot_tail(a1, b + (size_t)j * K, k, K);
+    }
 }
 
 /* 1: use sdot. Decided once (HWCAP and QG_INT8_SDOT); racing first calls agree. */
@@ -158,12 +175,12 @@ static int i8_use_sdot(void)
     return s;
 }
 
-static void i8_dot_x4(const int8_t *a, const int8_t *b, size_t K, int32_t out[4])
+static void i8_dot_2x4(const int8_t *a0, const int8_t *a1, const int8_t *b, size_t K, int32_t out[8])
 {
     if (i8_use_sdot())
-        i8_dot_x4_sdot(a, b, K, out);
+        i8_dot_2x4_sdot(a0, a1, b, K, out);
     else
-        i8_dot_x4_smull(a, b, K, out);
+        i8_dot_2x4_smull(a0, a1, b, K, out);
 }
 
 static int32_t i8_dot(const int8_t *a, const int8_t *b, size_t K)

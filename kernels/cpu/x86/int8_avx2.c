@@ -121,42 +121,56 @@ static int32_t i8_dot_tail(const int8_t *a, const int8_t *b, size_t k0, size_t K
 
 /* ---- plain AVX2: vpmovsxbw + vpmaddwd ---- */
 
-static void i8_dot_x4_madd(const int8_t *a, const int8_t *b, size_t K, int32_t out[4])
+/* Two A rows against four B rows: each B vector is loaded and widened once for both A rows. */
+static void i8_dot_2x4_madd(const int8_t *a0, const int8_t *a1, const int8_t *b, size_t K, int32_t out[8])
 {
-    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i acc[8];
+    for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_si256();
     size_t k = 0;
     for (; k + 16 <= K; k += 16) {
-        const __m256i va = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + k)));
+        const __m256i va0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a0 + k)));
+        const __m256i va1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a1 + k)));
         for (int j = 0; j < 4; j++) {
             const __m256i vb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + (size_t)j * K + k)));
-            acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(va, vb));
+            acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(va0, vb));
+            acc[4 + j] = _mm256_add_epi32(acc[4 + j], _mm256_madd_epi16(va1, vb));
         }
     }
-    for (int j = 0; j < 4; j++) out[j] = (int32_t)i8_hsum_u32(acc[j]) + i8_dot_tail(a, b + (size_t)j * K, k, K);
+    for (int j = 0; j < 4; j++) {
+        out[j] = (int32_t)i8_hsum_u32(acc[j]) + i8_dot_tail(a0, b + (size_t)j * K, k, K);
+        out[4 + j] = (int32_t)i8_hsum_u32(acc[4 + j]) + i8_dot_tail(a1, b + (size_t)j * K, k, K);
+    }
 }
 
 /* ---- AVX512-VNNI on ymm: vpdpbusd with the a + 128 bias ---- */
 
-__attribute__((target("avx2,avx512vnni,avx512vl"))) static void i8_dot_x4_vnni(const int8_t *a, const int8_t *b, size_t K,
-                                                                                int32_t out[4])
+/* The correction sum b of a B row is accumulated once for both A rows. */
+__attribute__((target("avx2,avx512vnni,avx512vl"))) static void i8_dot_2x4_vnni(const int8_t *a0, const int8_t *a1, const int8_t *b,
+                                                                                 size_t K, int32_t out[8])
 {
     const __m256i bias = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi8(1);
-    __m256i acc[4], bs[4];
-    for (int j = 0; j < 4; j++) acc[j] = bs[j] = _mm256_setzero_si256();
+    __m256i acc[8], bs[4];
+    for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) bs[j] = _mm256_setzero_si256();
     size_t k = 0;
     for (; k + 32 <= K; k += 32) {
-        const __m256i au = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(a + k)), bias);
+        const __m256i au0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(a0 + k)), bias);
+        const __m256i au1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(a1 + k)), bias);
         for (int j = 0; j < 4; j++) {
             const __m256i vb = _mm256_loadu_si256((const __m256i *)(b + (size_t)j * K + k));
-            acc[j] = _mm256_dpbusd_epi32(acc[j], au, vb);
+            acc[j] = _mm256_dpbusd_epi32(acc[j], au0, vb);
+            acc[4 + j] = _mm256_dpbusd_epi32(acc[4 + j], au1, vb);
             bs[j] = _mm256_dpbusd_epi32(bs[j], ones, vb);
         }
     }
     for (int j = 0; j < 4; j++) {
-        const uint32_t d = i8_hsum_u32(acc[j]) - 128u * i8_hsum_u32(bs[j]); /* exact modulo 2^32 */
-        int32_t v;
-        memcpy(&v, &d, 4);
-        out[j] = v + i8_dot_tail(a, b + (size_t)j * K, k, K);
+        const uint32_t corr = 128u * i8_hsum_u32(bs[j]);
+        for (int r = 0; r < 2; r++) {
+            const uint32_t d = i8_hsum_u32(acc[4 * r + j]) - corr; /* exact modulo 2^32 */
+            int32_t v;
+            memcpy(&v, &d, 4);
+            out[4 * r + j] = v + i8_dot_tail(r ? a1 : a0, b + (size_t)j * K, k, K);
+        }
     }
 }
 
@@ -173,12 +187,12 @@ static int i8_use_vnni(void)
     return s;
 }
 
-static void i8_dot_x4(const int8_t *a, const int8_t *b, size_t K, int32_t out[4])
+static void i8_dot_2x4(const int8_t *a0, const int8_t *a1, const int8_t *b, size_t K, int32_t out[8])
 {
     if (i8_use_vnni())
-        i8_dot_x4_vnni(a, b, K, out);
+        i8_dot_2x4_vnni(a0, a1, b, K, out);
     else
-        i8_dot_x4_madd(a, b, K, out);
+        i8_dot_2x4_madd(a0, a1, b, K, out);
 }
 
 static int32_t i8_dot(const int8_t *a, const int8_t *b, size_t K)
