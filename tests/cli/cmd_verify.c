@@ -1,14 +1,21 @@
 /* qgold verify --plugin: a plugin's kernels judged like qgold's own (tests/harness/verify.h). */
 #include "atomic_write.h"
+#include "bench.h"
 #include "cli.h"
 #include "cmds.h"
 #include "plugin_load.h"
 #include "verify.h"
 
+#include "qgold/fp16.h"
+#include "qgold/kquants.h"
+#include "qgold/rng.h"
+#include "qgold/threads.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *k_usage_verify =
     "usage: qgold verify --plugin PATH.so [--format F] [--path P] [--backend cpu|cuda] [--full] [--timeout S]\n"
@@ -28,6 +35,10 @@ static const char *k_usage_verify =
     "  --golden DIR, --no-manifest   as for qgold audit\n"
     "  --json FILE     also write the rows as JSON to FILE\n"
     "  --junit FILE    also write a JUnit XML report to FILE (one testcase per row)\n"
+    "  --bench         after a verification without failures, time each CPU dequant, dot and GEMV kernel of\n"
+    "                  the plugin beside qgold's own CPU kernel of the same format and path, same data, same\n"
+    "                  run, on one thread and on all (median of 7; efficiency against BW_read measured in the\n"
+    "                  run); the plugin runs in this process for timing\n"
     "Exit status: 0 every row passes (skips allowed), 1 a failure, a plugin that cannot be loaded or is\n"
     "refused (its error name is printed), nothing verified; 2 wrong arguments.\n";
 
@@ -87,10 +98,158 @@ static int open_out(qg_atomic_file *f, const char *path)
     return e;
 }
 
+/* ---- --bench: the plugin's kernels beside qgold's own, same data, same run (bench spec: medians of 7,
+ * efficiency against BW_read of the same run). Shape: 4096 x 14336 weights (a 7B-class projection). ---- */
+
+enum { QGV_BENCH_ROWS = 4096, QGV_BENCH_COLS = 14336, QGV_BENCH_REPS = 7 };
+
+typedef struct {
+    const qgp_kernel *pk;     /* the plugin kernel, called directly (no trampoline) */
+    const qg_kernel *own;     /* or qgold's own */
+    qg_ktype t;
+    const uint8_t *w, *q8;
+    const uint16_t *x;
+    size_t rb, cols;
+    float *y;                 /* dequant: rows x cols; dot, gemv: rows */
+    int failed;
+} bench_ctx;
+
+static void bench_slice(void *vc, size_t lo, size_t hi)
+{
+    bench_ctx *c = vc;
+    const qgold_plugin_kernel *d = c->pk ? c->pk->desc : NULL;
+    const size_t rows = hi - lo, nb = c->cols / 256;
+    void *ws = NULL;
+    if (d && d->workspace_bytes) {
+        size_t n = d->workspace_bytes(d->user, c->pk->row.kind == QG_KIND_KQ_DOT ? 1 : rows, c->cols, 1);
+        ws = n ? malloc(n) : NULL;
+        if (n && !ws) {
+            c->failed = 1;
+            return;
+        }
+    }
+    int rc = 0;
+    switch (c->pk ? c->pk->row.kind : c->own->kind) {
+    case QG_KIND_KQ_DEQUANT:
+        rc = d ? d->fn.kq_dequant_f32(d->user, c->w + lo * c->rb, rows * c->rb, rows, c->cols, c->y + lo * c->cols, ws, NULL)
+               : c->own->fn.kq_dequant.f32(c->t, c->w + lo * c->rb, rows * c->rb, rows, c->cols, c->y + lo * c->cols);
+        break;
+    case QG_KIND_KQ_GEMV:
+        rc = d ? d->fn.kq_gemv(d->user, c->w + lo * c->rb, rows * c->rb, rows, c->cols, c->x, 1, c->y + lo, NULL, ws, NULL)
+               : c->own->fn.kq_gemv(c->t, c->w + lo * c->rb, rows * c->rb, rows, c->cols, c->x, 1, c->y + lo, NULL);
+        break;
+    default: { /* dot: one call per weight row against the one Q8_K row */
+        int32_t *S = malloc(nb * 8);
+        const int result_only = d && (d->flags & QGOLD_PLUGIN_DOT_RESULT_ONLY);
+        for (size_t r = lo; r < hi && rc == 0 && S; r++)
+            rc = d ? d->fn.kq_dot(d->user, c->w + r * c->rb, c->q8, c->cols, result_only ? NULL : S, result_only ? NULL : S + nb, c->y + r, ws, NULL)
+                   : c->own->fn.kq_dot(c->t, c->w + r * c->rb, c->q8, c->cols, S, S + nb, c->y + r);
+        if (S == NULL) rc = 1;
+        free(S);
+    }
+    }
+    free(ws);
+    if (rc != 0) c->failed = 1;
+}
+
+/* Median seconds of QGV_BENCH_REPS calls over all rows with `threads` threads; <0 when a call failed. */
+static double bench_time(bench_ctx *c, int threads, double *lo, double *hi)
+{
+    double t[QGV_BENCH_REPS];
+    c->failed = 0;
+    qg_bench_parallel_for(threads, QGV_BENCH_ROWS, bench_slice, c); /* warm */
+    for (int r = 0; r < QGV_BENCH_REPS; r++) {
+        double t0 = qg_now();
+        qg_bench_parallel_for(threads, QGV_BENCH_ROWS, bench_slice, c);
+        t[r] = qg_now() - t0;
+    }
+    return c->failed ? -1 : qg_bench_median(t, QGV_BENCH_REPS, lo, hi);
+}
+
+static int verify_bench(const qgp_plugin *p)
+{
+    qg_bench_opts bo = {NULL, -1, 0, QGV_BENCH_REPS, 0, NULL, NULL, NULL};
+    qg_atomic_file jf;
+    const int all = (int)sysconf(_SC_NPROCESSORS_ONLN) > 0 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : 1;
+    const int thread_counts[2] = {1, all};
+    int ok = 1;
+    qg_set_threads(1); /* qgold's own kernels run on the bench's threads only */
+    printf("\nqgold verify --bench: plugin %s beside qgold's own CPU kernels, %dx%d weights, 1 and %d threads\n", p->name,
+           QGV_BENCH_ROWS, QGV_BENCH_COLS, all);
+    qg_bench_session_begin(&bo, &jf);
+    double bw[2];
+    for (int ti = 0; ti < 2; ti++) bw[ti] = qg_bench_bw_read(&bo, thread_counts[ti], (size_t)256 << 20);
+    for (size_t i = 0; i < p->n; i++) {
+        const qgp_kernel *k = &p->k[i];
+        qg_kind kind = k->row.kind;
+        if (k->cuda || (kind != QG_KIND_KQ_DEQUANT && kind != QG_KIND_KQ_DOT && kind != QG_KIND_KQ_GEMV)) continue;
+        int fell_back = 0;
+        const qg_kernel *own = qg_select_cpu(k->format, k->path, &fell_back);
+        const qg_ktype t = (qg_ktype)qg_kq_from_name(k->format);
+        const size_t cols = QGV_BENCH_COLS, rb = cols / 256 * qg_kq_block_bytes(t), nbytes = QGV_BENCH_ROWS * rb;
+        const size_t ny = kind == QG_KIND_KQ_DEQUANT ? (size_t)QGV_BENCH_ROWS * cols : QGV_BENCH_ROWS;
+        uint8_t *w = malloc(nbytes), *q8 = malloc(cols / 256 * 292);
+        uint16_t *x = malloc(cols * 2);
+        float *y = malloc(ny * 4), *xf = malloc(cols * 4);
+        if (!w || !q8 || !x || !y || !xf || own == NULL) {
+            fprintf(stderr, "qgold: bench %s: %s\n", k->name, own ? "out of memory" : "qgold has no CPU kernel of this format and path");
+            ok = 0;
+        } else {
+            /* Ordinary blocks: quantized from uniform values by the reference quantizer; Q8_K activations likewise. */
+            qg_rng g;
+            qg_rng_init(&g, 0x62656E63u);
+            float *row = malloc(cols * 4);
+            for (size_t r = 0; r < QGV_BENCH_ROWS && row; r++) {
+                for (size_t c = 0; c < cols; c++) row[c] = qg_rng_uniform(&g, -1.0f, 1.0f);
+                qg_kq_quantize_ref(t, row, 1, cols, w + r * rb, rb);
+            }
+            for (size_t c = 0; c < cols; c++) {
+                xf[c] = qg_rng_uniform(&g, -1.0f, 1.0f);
+                x[c] = qg_f32_to_f16(xf[c]);
+            }
+            qg_kq_quantize_ref(QG_Q8_K, xf, 1, cols, q8, cols / 256 * 292);
+            free(row);
+            const double bytes = (double)nbytes + (kind == QG_KIND_KQ_DEQUANT ? (double)ny * 4 : 0);
+            for (int ti = 0; ti < 2; ti++) {
+                bench_ctx own_c = {NULL, own, t, w, q8, x, rb, cols, y, 0}, pl_c = {k, NULL, t, w, q8, x, rb, cols, y, 0};
+                qg_bench_row r;
+                double lo, hi, t_own = bench_time(&own_c, thread_counts[ti], &lo, &hi);
+                memset(&r, 0, sizeof r);
+                r.format = k->format, r.path = k->path, r.batch = 1, r.bytes = bytes, r.eff_vs = "BW_read", r.speedup_vs = "";
+                snprintf(r.shape, sizeof r.shape, "%dx%d %dt", QGV_BENCH_ROWS, QGV_BENCH_COLS, thread_counts[ti]);
+                if (t_own > 0) {
+                    r.backend = qg_backend_name(own->backend), r.t_med = t_own, r.t_lo = lo, r.t_hi = hi, r.eff = bytes / t_own / bw[ti];
+                    qg_bench_emit(&bo, &r);
+                }
+                double t_pl = bench_time(&pl_c, thread_counts[ti], &lo, &hi);
+                if (t_pl < 0 || t_own < 0) {
+                    fprintf(stderr, "qgold: bench %s: a call failed\n", t_pl < 0 ? k->name : own->name);
+                    ok = 0;
+                    continue;
+                }
+                r.backend = "plugin", r.t_med = t_pl, r.t_lo = lo, r.t_hi = hi, r.eff = bytes / t_pl / bw[ti];
+                r.speedup = t_own / t_pl, r.speedup_vs = own->name;
+                qg_bench_emit(&bo, &r);
+            }
+        }
+        free(w);
+        free(q8);
+        free(x);
+        free(y);
+        free(xf);
+    }
+    qg_bench_session_end(&bo, &jf, ok);
+    qg_set_threads(0);
+    printf("plugin rows: speedup = qgold's median / the plugin's (above 1: the plugin is faster); BW_read %.1f GB/s (1 thread), "
+           "%.1f GB/s (%d threads)\n", bw[0] / 1e9, bw[1] / 1e9, all);
+    return ok ? 0 : 1;
+}
+
 int qgc_cmd_verify(int argc, char **argv)
 {
     qgv_opts o = {NULL, NULL, NULL, 0, 0, 0, 30.0};
     const char *plugin = NULL, *json_path = NULL, *junit_path = NULL;
+    int bench = 0;
     static const char *const with_value[] = {"--plugin", "--format", "--path", "--backend", "--timeout", "--golden", "--json", "--junit", NULL};
     char golden[4096];
     for (int i = 0; i < argc; i++) {
@@ -122,6 +281,8 @@ int qgc_cmd_verify(int argc, char **argv)
             json_path = argv[++i];
         } else if (strcmp(a, "--junit") == 0) {
             junit_path = argv[++i];
+        } else if (strcmp(a, "--bench") == 0) {
+            bench = 1;
         } else if (strcmp(a, "--full") == 0) {
             o.full = 1;
         } else if (strcmp(a, "--no-manifest") == 0) {
@@ -200,6 +361,8 @@ int qgc_cmd_verify(int argc, char **argv)
         int werr = qg_atomic_commit(&xf);
         if (werr != 0) fprintf(stderr, "qgold: %s: cannot write %s: %s\n", qg_error_name(QG_ERR_io_failed), junit_path, strerror(werr)), out_rc = 1;
     }
+    if (bench && s.fail == 0 && s.pass > 0) out_rc |= verify_bench(p);
+    else if (bench) printf("\n--bench: not run (the verification did not pass)\n");
     qgp_unload(p);
     if (s.pass == 0 && s.fail == 0) {
         fprintf(stderr, "qgold: nothing was verified (no kernel of the plugin matches the selection, or all were skipped)\n");
