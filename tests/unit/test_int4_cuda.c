@@ -6,7 +6,8 @@
  *   gemm       y_f32 and y_f16 within the bound of the kernel's declaration (qg_w4a16_cuda_numerics:
  *              u_acc = 2^-22, d = its chain) against y* = the exact product in double of the reference's
  *              exactly decoded weights, for M in {1, 2, 4, 8, 16, 17, 64, 256, 1024} (and 4096 once),
- *              g in {32, 64, 128, K}, act-order on and off, K = 8, odd N; every call guarded (poisoned
+ *              g in {32, 64, 128, K}, act-order on and off, K = 8, odd N, splits longer than the weight
+ *              prefetch (4096 x 4096, 2048 x 8192); every call guarded (poisoned
  *              outputs, canaries, two runs that must agree bit for bit); batch invariance: rows computed
  *              alone (M = 1) equal, bitwise, the same rows inside the batch;
  *   splitk     shapes with S >= 3 splits: y_f32 equals, bitwise, the split partials (read back from the
@@ -391,6 +392,11 @@ static void test_gemm(void)
         gemm_case(31, 4096, 128, 1, (int)(~mi & 1), M, seed++); /* S = 16 splits */
     }
     gemm_case(24, 192, 64, 1, 1, 4096, seed++);
+    /* long splits (8 chunks of 64 columns each): the weight prefetch ring refills (depth 4 for M <= 16, 2 above) */
+    static const size_t Ml[] = {1, 16, 64};
+    for (size_t i = 0; i < COUNT(Ml); i++) gemm_case(4096, 4096, 128, 1, 1, Ml[i], seed++);
+    gemm_case(2048, 8192, 32, 0, 0, 1, seed++);
+    gemm_case(2048, 8192, 32, 1, 0, 17, seed++);
     printf("w4a16 cuda: worst |y - y*| / bound %.3g (float32 output), %.3g (fp16 output); %zu outputs rounded\n", g_worst32, g_worst16,
            g_rounded);
     QG_CHECK(g_rounded > 0, "no output was ever rounded: the bound was not exercised");
