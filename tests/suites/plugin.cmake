@@ -75,6 +75,9 @@ qg_add_test(NAME plugin.isolation.continues LABELS "unit;plugin" COMMAND ${qg_ve
 # --full: the large shapes of every K-quant kind against the reference (label full: minutes).
 qg_add_test(NAME plugin.full LABELS "full;plugin" COMMAND ${qg_verify} 0 "full 14336x4096 b4 .*PASS" ${qg_qgold} --plugin
             ${QG_PLUGIN_DIR}/modes_good.so --format q4_k --full TIMEOUT 1800)
+# --bench: the plugin's rows beside qgold's own, same run (a smoke test of the timing path, no figures).
+qg_add_test(NAME plugin.bench LABELS "bench;plugin" COMMAND ${qg_verify} 0 "q4_k +dot_q8k +plugin .* qg_kq_dot_q8k_"
+            ${qg_qgold} --plugin ${QG_PLUGIN_DIR}/modes_good.so --format q4_k --path dot_q8k --bench TIMEOUT 900)
 qg_add_test(NAME plugin.open_failed LABELS "unit;plugin" COMMAND ${qg_verify} 1 "plugin_open_failed: .*no_such_plugin.so"
             ${qg_qgold} --plugin ${CMAKE_CURRENT_BINARY_DIR}/no_such_plugin.so)
 # --json and --junit are written (atomically) and agree with the table.
@@ -109,6 +112,13 @@ if(EXISTS ${QG_GGML_PREFIX}/include/ggml.h AND EXISTS ${QG_GGML_PREFIX}/include/
   target_include_directories(ggml_plugin SYSTEM PRIVATE ${QG_GGML_PREFIX}/include)
   qg_add_test(NAME plugin.ggml LABELS "plugin" COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plugins/test_ggml.sh ${QG_PLUGIN_DIR}/ggml_plugin.so
               ${QG_GGML_PREFIX}/lib ${CMAKE_CURRENT_BINARY_DIR}/tmp/ggml ${qg_qgold} TIMEOUT 1200)
+  # kqdot_vs_ggml: qgold's AVX2 dot and ggml's vec_dot timed side by side (a tool, not a test)
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
+    add_executable(kqdot_vs_ggml ${CMAKE_CURRENT_SOURCE_DIR}/plugins/kqdot_vs_ggml.c)
+    target_include_directories(kqdot_vs_ggml SYSTEM PRIVATE ${QG_GGML_PREFIX}/include)
+    target_compile_definitions(kqdot_vs_ggml PRIVATE QGP_GGML_LIB_DIR="${QG_GGML_PREFIX}/lib")
+    target_link_libraries(kqdot_vs_ggml PRIVATE qgold_harness m)
+  endif()
 else()
   qg_add_test(NAME plugin.ggml LABELS "plugin" COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plugins/test_ggml.sh - ${QG_GGML_PREFIX}
               ${CMAKE_CURRENT_BINARY_DIR}/tmp/ggml)
