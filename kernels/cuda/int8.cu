@@ -36,6 +36,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "common.cuh"
 #include "qgold/errors.h"
 #include "qgold/intq.h"
@@ -530,8 +532,14 @@ __global__ void __launch_bounds__(TC_THREADS) k_w8a8_mma(const int8_t *A, const 
 template <int BM, int BN, bool ALIGNED> int launch_mma(const int8_t *A, const int8_t *B, size_t K, const epi_args &e, cudaStream_t st)
 {
     const int smem = TC_STAGES * (BM + BN) * TC_LDS;
-    cudaError_t ce = cudaFuncSetAttribute(k_w8a8_mma<BM, BN, ALIGNED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (ce != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_w8a8_mma)", ce);
+    /* once per kernel, so that calls captured in a CUDA graph after a first plain call make no such call
+     * (setting it twice is harmless, so a race between threads is too) */
+    static std::atomic<bool> smem_set(false);
+    if (!smem_set.load()) {
+        const cudaError_t ce = cudaFuncSetAttribute(k_w8a8_mma<BM, BN, ALIGNED>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (ce != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_w8a8_mma)", ce);
+        smem_set.store(true);
+    }
     const dim3 grid((unsigned)((e.N + BN - 1) / BN), (unsigned)((e.M + BM - 1) / BM));
     k_w8a8_mma<BM, BN, ALIGNED><<<grid, TC_THREADS, smem, st>>>(A, B, K, e);
     return launch_err("k_w8a8_mma launch");
