@@ -9,10 +9,7 @@
 #define QG_INT8_REF 1
 #define QG_INT8_AVX2 QG_BUILT_AVX2
 #define QG_INT8_NEON QG_BUILT_NEON
-/* CUDA rows exist without functions until kernels/cuda provides qg_int8_*_cuda. */
-#ifndef QG_INT8_CUDA
-#define QG_INT8_CUDA 0
-#endif
+#define QG_INT8_CUDA QG_HAVE_CUDA
 
 #define QG_INT8_BACKEND_ROWS(be, sfx, built)                                                                    \
     {"int8", "quantize", be, "qg_int8_quantize_" #sfx, QG_KIND_INT8_QUANTIZE, QG_ELEM_F32, QG_ELEM_U8,            \

@@ -2,21 +2,35 @@
  * rows it times, and its CPU and GPU halves. A new format is one entry here plus its halves. */
 #include "bench.h"
 
+#include "bench_int4.h"
+#include "bench_int8.h"
 #include "qgold/kquants.h"
 #include "qgold/spqr.h"
 
 #include <string.h>
 
 #if QG_HAVE_CUDA
+#include "bench_kquants_gemm.h"
 #define QG_BENCH_GPU(fn) fn
 #else
 #define QG_BENCH_GPU(fn) NULL
+#endif
+
+#if QG_HAVE_CUDA
+/* The K-quant GPU half: the fused GEMV (batch 1..16), then the tensor-core gemm path (batch 1..64). */
+static int gpu_kquants_gemv_gemm(const qg_bench_opts *o, double bw_copy)
+{
+    const int rc = qg_bench_gpu_kquants(o, bw_copy);
+    return rc != 0 ? rc : qg_bench_gpu_kquants_gemm(o, bw_copy);
+}
 #endif
 
 static int is_fp16(const char *f) { return strcmp(f, "fp16") == 0; }
 static int is_kquant(const char *f) { return qg_kq_from_name(f) >= 0; }
 static int is_spqr(const char *f) { return strcmp(f, "spqr") == 0; }
 static int is_rans(const char *f) { return strcmp(f, "rans") == 0; }
+static int is_int8(const char *f) { return strcmp(f, "int8") == 0; }
+static int is_int4(const char *f) { return strcmp(f, "int4") == 0; }
 
 static int measures_convert(const qg_kernel *k) { return k->kind == QG_KIND_CONVERT; }
 /* The GEMV everywhere; the Q8_K dot (one core, in cache) on CPU backends only. */
@@ -28,6 +42,16 @@ static int measures_spqr(const qg_kernel *k) { return k->kind == QG_KIND_SPQR_GE
 static int measures_rans(const qg_kernel *k)
 {
     return k->kind == QG_KIND_RANS_DECODE || k->kind == QG_KIND_RANS_GEMV || k->kind == QG_KIND_INT8_GEMV;
+}
+
+/* The integer formats are measured on the GPU (their CPU kernels are checked, not timed). */
+static int measures_int8(const qg_kernel *k)
+{
+    return k->backend == QG_BACKEND_CUDA && (k->kind == QG_KIND_INT8_W8A8 || k->kind == QG_KIND_INT8_W8A16 || k->kind == QG_KIND_INT8_QUANTIZE);
+}
+static int measures_int4(const qg_kernel *k)
+{
+    return k->backend == QG_BACKEND_CUDA && k->kind == QG_KIND_INT4_W4A16_GEMV;
 }
 
 static const char *rule_kquants(const char *format, size_t r, size_t k)
@@ -47,9 +71,12 @@ static const char *rule_spqr(const char *format, size_t r, size_t k)
 
 static const qg_bench_format k_formats[] = {
     {is_fp16, 0, NULL, measures_convert, qg_bench_cpu_fp16, QG_BENCH_GPU(qg_bench_gpu_fp16)},
-    {is_kquant, 1, rule_kquants, measures_kquants, qg_bench_cpu_kquants, QG_BENCH_GPU(qg_bench_gpu_kquants)},
+    {is_kquant, 1, rule_kquants, measures_kquants, qg_bench_cpu_kquants, QG_BENCH_GPU(gpu_kquants_gemv_gemm)},
     {is_spqr, 1, rule_spqr, measures_spqr, qg_bench_cpu_spqr, QG_BENCH_GPU(qg_bench_gpu_spqr)},
     {is_rans, 1, NULL, measures_rans, qg_bench_cpu_rans, QG_BENCH_GPU(qg_bench_gpu_rans)},
+    {is_int8, 0, NULL, measures_int8, NULL, QG_BENCH_GPU(qg_bench_gpu_int8)},
+    {is_int4, 0, NULL, measures_int4, NULL, QG_BENCH_GPU(qg_bench_gpu_int4)},
+    /* qgold:bench-formats-end */
 };
 
 const qg_bench_format *qg_bench_format_find(const char *format)
