@@ -270,44 +270,66 @@ __global__ void w4a16_decode_kernel(const uint32_t *__restrict__ q, const uint16
     w[i] = __fmul_rn(__int2float_rn(code - z), __half2float(__ushort_as_half(scales[n * (size_t)G + grp])));
 }
 
-/* Packed int4 x int4: exact int32 sums (any order is exact: |term| <= 64, K <= 131071), then the
- * reference's epilogue operation by operation. A 16 x 16 tile of outputs per block, rows staged in shared
- * memory 64 bytes (128 codes) at a time; the odd-K padding nibble is 0 (validated), so it adds 0. */
-__global__ void int4_gemm_packed_kernel(const uint8_t *__restrict__ A, const uint8_t *__restrict__ B, int M, int N, int rb,
+/* Four consecutive codes k .. k + 3 (k a multiple of 4) of a packed int4 row as four s8 bytes: byte i of
+ * the row holds codes 2i (low nibble) and 2i + 1; sign extension (n ^ 8) - 8 done in 8 bits; bytes past
+ * the row (rb) read as 0, as does the odd-K padding nibble (validated to be 0). */
+__device__ __forceinline__ uint32_t int4x4_to_s8x4(const uint8_t *__restrict__ row, int k, int rb)
+{
+    const int i = k >> 1;
+    const uint32_t b0 = i < rb ? row[i] : 0u, b1 = i + 1 < rb ? row[i + 1] : 0u;
+    const uint32_t n = b0 | (b1 << 8); /* nibbles k .. k + 3 at bits 0, 4, 8, 12 */
+    uint32_t r = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) r |= (((((n >> (4 * j)) & 0xFu) ^ 8u) + 0xF8u) & 0xFFu) << (8 * j);
+    return r;
+}
+
+__device__ __forceinline__ void mma16832_s8(int32_t (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Packed int4 x int4 on the int8 tensor cores after unpacking (mma.m16n8k32 s8 x s8 -> s32): integer
+ * sums are exact in any order (|term| <= 64, K <= 131071, so |acc| < 2^23), then the reference's epilogue
+ * operation by operation. One warp per 16 x 8 tile of outputs (A rows m, B rows n); the fragments of
+ * m16n8k32: A register r holds row gr + 8 (r % 2), columns 4 t + 16 (r / 2) .. + 3; B register r holds
+ * rows (k) 4 t + 16 r .. + 3 of column gr; D as for m16n8k16. */
+__global__ void int4_gemm_packed_kernel(const uint8_t *__restrict__ A, const uint8_t *__restrict__ B, int M, int N, int K, int rb,
                                         const float *__restrict__ sa, int sa_all, const float *__restrict__ sb, int sb_all,
                                         const void *__restrict__ bias, int bias_f16, int relu, int32_t *acc, float *y32,
                                         uint16_t *y16)
 {
-    __shared__ uint8_t ta[16][64], tb[16][64];
-    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int m = blockIdx.y * 16 + ty, n = blockIdx.x * 16 + tx;
-    int32_t s = 0;
-    for (int kb = 0; kb < rb; kb += 64) {
-        for (int i = threadIdx.x; i < 16 * 64; i += 256) {
-            const int r = i >> 6, c = i & 63;
-            const int ma = blockIdx.y * 16 + r, nb = blockIdx.x * 16 + r;
-            ta[r][c] = (ma < M && kb + c < rb) ? A[(size_t)ma * rb + kb + c] : 0;
-            tb[r][c] = (nb < N && kb + c < rb) ? B[(size_t)nb * rb + kb + c] : 0;
-        }
-        __syncthreads();
-#pragma unroll 8
-        for (int c = 0; c < 64; c++) {
-            const int a = ta[ty][c], b = tb[tx][c];
-            s += ((int32_t)((uint32_t)a << 28) >> 28) * ((int32_t)((uint32_t)b << 28) >> 28);
-            s += ((int32_t)((uint32_t)a << 24) >> 28) * ((int32_t)((uint32_t)b << 24) >> 28);
-        }
-        __syncthreads();
+    const int lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+    const int nt = blockIdx.x * 4 + (threadIdx.x >> 5), mt = blockIdx.y;
+    if (nt * 8 >= N) return; /* whole warp */
+    const int ma = mt * 16 + gr, mb = ma + 8, nr = nt * 8 + gr;
+    const uint8_t *ra = A + (size_t)(ma < M ? ma : 0) * rb, *rbm = A + (size_t)(mb < M ? mb : 0) * rb;
+    const uint8_t *rn = B + (size_t)(nr < N ? nr : 0) * rb;
+    int32_t d[4] = {0, 0, 0, 0};
+    for (int k0 = 0; k0 < K; k0 += 32) {
+        const int k1 = k0 + 4 * t, k2 = k1 + 16;
+        const uint32_t a0 = ma < M ? int4x4_to_s8x4(ra, k1, rb) : 0u, a1 = mb < M ? int4x4_to_s8x4(rbm, k1, rb) : 0u;
+        const uint32_t a2 = ma < M ? int4x4_to_s8x4(ra, k2, rb) : 0u, a3 = mb < M ? int4x4_to_s8x4(rbm, k2, rb) : 0u;
+        const uint32_t b0 = nr < N ? int4x4_to_s8x4(rn, k1, rb) : 0u, b1 = nr < N ? int4x4_to_s8x4(rn, k2, rb) : 0u;
+        mma16832_s8(d, a0, a1, a2, a3, b0, b1);
     }
-    if (m >= M || n >= N) return;
-    const size_t o = (size_t)m * N + n;
-    if (acc) acc[o] = s;
-    if (y32 || y16) {
-        float t = __fmul_rn(__int2float_rn(s), sb[sb_all ? n : 0]);
-        t = __fmul_rn(t, sa[sa_all ? m : 0]);
-        if (bias) t = __fadd_rn(t, bias_f16 ? __half2float(__ushort_as_half(((const uint16_t *)bias)[n])) : ((const float *)bias)[n]);
-        if (relu && !isnan(t)) t = t > 0.0f ? t : 0.0f;
-        if (y32) y32[o] = t;
-        if (y16) y16[o] = f32_to_f16_bits(t);
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const int m = mt * 16 + gr + 8 * (e >> 1), n = nt * 8 + 2 * t + (e & 1);
+        if (m >= M || n >= N) continue;
+        const size_t o = (size_t)m * N + n;
+        const int32_t s = d[e];
+        if (acc) acc[o] = s;
+        if (y32 || y16) {
+            float v = __fmul_rn(__int2float_rn(s), sb[sb_all ? n : 0]);
+            v = __fmul_rn(v, sa[sa_all ? m : 0]);
+            if (bias) v = __fadd_rn(v, bias_f16 ? __half2float(__ushort_as_half(((const uint16_t *)bias)[n])) : ((const float *)bias)[n]);
+            if (relu && !isnan(v)) v = v > 0.0f ? v : 0.0f;
+            if (y32) y32[o] = v;
+            if (y16) y16[o] = f32_to_f16_bits(v);
+        }
     }
 }
 
@@ -707,7 +729,7 @@ extern "C" int qg_int4_gemm_packed_cuda(const qg_int4_gemm_args *p, int32_t *acc
 {
     int rc = qg_int4_gemm_check(p, acc, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
-    if (p->M > (size_t)INT_MAX / 16 || p->N > (size_t)INT_MAX / 16) return QG_ERR_shape_invalid;
+    if (p->M > (size_t)65535 * 16 || p->N > (size_t)INT_MAX / 16) return QG_ERR_shape_invalid; /* grid.y = M / 16 */
     const size_t rb = qg_int4_packed_row_bytes(p->K), M = p->M, N = p->N, no = M * N;
     const int scaled = y_f32 != nullptr || y_f16 != nullptr;
     uint8_t *dA = nullptr, *dB = nullptr;
@@ -733,8 +755,8 @@ extern "C" int qg_int4_gemm_packed_cuda(const qg_int4_gemm_args *p, int32_t *acc
     if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, no * 4)) != QG_ERR_ok) goto done;
     if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, no * 2)) != QG_ERR_ok) goto done;
     {
-        dim3 grid((unsigned)ceil_div(N, 16), (unsigned)ceil_div(M, 16));
-        int4_gemm_packed_kernel<<<grid, 256>>>(dA, dB, (int)M, (int)N, (int)rb, dsa, p->sa_len != 1, dsb, p->sb_len != 1, dbias,
+        dim3 grid((unsigned)ceil_div(N, 32), (unsigned)ceil_div(M, 16));
+        int4_gemm_packed_kernel<<<grid, 128>>>(dA, dB, (int)M, (int)N, (int)p->K, (int)rb, dsa, p->sa_len != 1, dsb, p->sb_len != 1, dbias,
                                                p->bias_type == QG_INT4_F16, p->relu, (int32_t *)ga.payload, (float *)g32.payload,
                                                (uint16_t *)g16.payload);
     }

@@ -90,8 +90,9 @@ int qg_w4a16_gemv_cuda(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_
 int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, float *y_f32, float *partials);
 
 /* The other INT4 kernels of the registry on the GPU, same contracts as the reference: exact decode of the
- * canonical layout, and the packed int4 x int4 product (exact int32 sums; the reference's epilogue
- * operation by operation, so float32 / fp16 outputs are bit-exact too). */
+ * canonical layout, and the packed int4 x int4 product on the int8 tensor cores after unpacking
+ * (mma.m16n8k32 s8: exact int32 sums; the reference's epilogue operation by operation, so float32 / fp16
+ * outputs are bit-exact too). M <= 1048560. */
 int qg_w4a16_decode_cuda(const qg_w4a16 *L, float *w);
 int qg_int4_gemm_packed_cuda(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16);
 
