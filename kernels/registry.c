@@ -15,6 +15,7 @@
 #include "qgold/kernels_spqr.h"
 #include "registry_int8.h"
 #include "registry_int4.h"
+#include "registry_kquants_gemm.h"
 #if QG_HAVE_CUDA
 #include "qgold/cuda.h"
 #endif
@@ -148,6 +149,7 @@ static const qg_kernel k_rows[] = {
     QG_RANS_ROWS,
     QG_INT8_ROWS,
     QG_INT4_ROWS,
+    QG_KQ_GEMM_ROWS,
 };
 
 size_t qg_registry_count(void) { return sizeof k_rows / sizeof k_rows[0]; }

@@ -11,6 +11,7 @@
     X(qga_kind_kq_quantize) \
     X(qga_kind_kq_dot)      \
     X(qga_kind_kq_gemv)     \
+    X(qga_kind_kq_gemm)     \
     X(qga_kind_spqr_dequant) \
     X(qga_kind_spqr_gemv)   \
     X(qga_kind_rans_normalize) \

@@ -95,6 +95,7 @@ typedef enum {
     QG_KIND_INT4_W4A16_GEMV = 654, /* W4A16 x fp16 activations, any batch (bounded, d = K) */
     QG_KIND_INT4_IMPORT_GPTQ = 655, /* GPTQ checkpoint tensors -> canonical layout (exact) */
     QG_KIND_INT4_IMPORT_AWQ = 656, /* AWQ checkpoint tensors -> canonical layout (exact) */
+    QG_KIND_KQ_GEMM = 280, /* K-quant x fp16 activations, batch 1..64, tensor cores (bounded; numerics.md) */
 } qg_kind;
 
 typedef int (*qg_convert_fn)(const void *x, void *y, size_t n);
@@ -103,6 +104,9 @@ typedef int (*qg_kq_dequant_f16_fn)(qg_ktype t, const uint8_t *blocks, size_t nb
 typedef int (*qg_kq_quantize_fn)(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *blocks, size_t nbytes);
 typedef int (*qg_kq_dot_fn)(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result);
 typedef int (*qg_kq_gemv_fn)(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x,
+                             size_t batch, float *y_f32, uint16_t *y_f16);
+/* The K-quant gemm path: qg_kq_gemv_fn's arguments with batch 1..64 (qgold/kquants_gemm.h). */
+typedef int (*qg_kq_gemm_fn)(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x,
                              size_t batch, float *y_f32, uint16_t *y_f16);
 typedef int (*qg_spqr_dequant_fn)(const qg_spqr_layer *L, uint16_t *w);
 typedef int (*qg_spqr_gemv_fn)(const qg_spqr_layer *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16);
@@ -149,6 +153,7 @@ typedef struct qg_kernel {
         qg_kq_quantize_fn kq_quantize;
         qg_kq_dot_fn kq_dot;
         qg_kq_gemv_fn kq_gemv;
+        qg_kq_gemm_fn kq_gemm;
         qg_spqr_dequant_fn spqr_dequant;
         qg_spqr_gemv_fn spqr_gemv;
         qg_rans_normalize_fn rans_normalize;
