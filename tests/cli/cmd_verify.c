@@ -166,7 +166,7 @@ static double bench_time(bench_ctx *c, int threads, double *lo, double *hi)
     return c->failed ? -1 : qg_bench_median(t, QGV_BENCH_REPS, lo, hi);
 }
 
-static int verify_bench(const qgp_plugin *p)
+static int verify_bench(const qgp_plugin *p, const qgv_opts *o)
 {
     qg_bench_opts bo = {NULL, -1, 0, QGV_BENCH_REPS, 0, NULL, NULL, NULL};
     qg_atomic_file jf;
@@ -183,6 +183,7 @@ static int verify_bench(const qgp_plugin *p)
         const qgp_kernel *k = &p->k[i];
         qg_kind kind = k->row.kind;
         if (k->cuda || (kind != QG_KIND_KQ_DEQUANT && kind != QG_KIND_KQ_DOT && kind != QG_KIND_KQ_GEMV)) continue;
+        if ((o->format && strcmp(o->format, k->format) != 0) || (o->path && strcmp(o->path, k->path) != 0)) continue; /* as verified */
         int fell_back = 0;
         const qg_kernel *own = qg_select_cpu(k->format, k->path, &fell_back);
         const qg_ktype t = (qg_ktype)qg_kq_from_name(k->format);
@@ -361,7 +362,7 @@ int qgc_cmd_verify(int argc, char **argv)
         int werr = qg_atomic_commit(&xf);
         if (werr != 0) fprintf(stderr, "qgold: %s: cannot write %s: %s\n", qg_error_name(QG_ERR_io_failed), junit_path, strerror(werr)), out_rc = 1;
     }
-    if (bench && s.fail == 0 && s.pass > 0) out_rc |= verify_bench(p);
+    if (bench && s.fail == 0 && s.pass > 0) out_rc |= verify_bench(p, &o);
     else if (bench) printf("\n--bench: not run (the verification did not pass)\n");
     qgp_unload(p);
     if (s.pass == 0 && s.fail == 0) {
