@@ -23,6 +23,14 @@
  *   void kq_dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32_t *S, int32_t *M);
  *   void kq_dot_block_q6(const uint8_t *wb, const uint8_t *yb, int32_t *S);
  *       the exact integer sums of one block against a Q8_K block (spec: S = sum sc q q8, M = sum m bsums);
+ *       used by the scalar dot step below, so needed only without KQ_HAVE_DOT_SUMS;
+ *   optionally, with KQ_HAVE_DOT_SUMS defined (otherwise the scalar ones below are used),
+ *   typedef ... kq_dsum;  kq_dsum kq_dsum_zero(void);  float kq_dsum_result(kq_dsum a);
+ *   kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, int q5, int32_t *S, int32_t *M);
+ *   kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, int32_t *S);
+ *       the dot's float sums (sumS, sumM), both +0 at the start, the step of one block (its exact S_i,
+ *       M_i also written to *S, *M where not NULL) and the result sumS - sumM, exactly as the dot float
+ *       order below states;
  *   void kq_gemv_block(const kq_prep *p, int R, int G, int op, int sh, int q4, const float *const *xb,
  *                      kq_v8 acc[2][MAXG][2]);
  *       blocks p[0..R-1] (one per row) against the activation blocks xb[0..G-1]: for r < R, g < G,
@@ -128,36 +136,70 @@ static inline int kq_dequant(qg_ktype t, const uint8_t *blocks, size_t nbytes, s
 
 /* ---- dot with Q8_K ------------------------------------------------------------------------------- */
 
+#ifndef KQ_HAVE_DOT_SUMS
+/* The dot's float sums (sumS, sumM) and one block's step of them, as scalars (an ISA file may keep them
+ * in its registers instead: see the contract above). */
+typedef struct {
+    float s, m;
+} kq_dsum;
+
+static inline kq_dsum kq_dsum_zero(void) { return (kq_dsum){0.0f, 0.0f}; }
+
+static inline float kq_dsum_result(kq_dsum a) { return a.s - a.m; }
+
+QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, const int q5, int32_t *S, int32_t *M)
+{
+    int32_t Si, Mi;
+    kq_dot_block_q45(wb, yb, q5, &Si, &Mi);
+    a.s = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_D)) * dy, (float)Si, a.s);
+    a.m = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_DMIN)) * dy, (float)Mi, a.m);
+    if (S != NULL) *S = Si;
+    if (M != NULL) *M = Mi;
+    return a;
+}
+
+QG_INLINE kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, int32_t *S)
+{
+    int32_t Si;
+    kq_dot_block_q6(wb, yb, &Si);
+    a.s = kq_fma(kq_f16(kq_ld16(wb + QG_Q6K_D)) * dy, (float)Si, a.s);
+    if (S != NULL) *S = Si;
+    return a;
+}
+#endif
+
+/* The blocks of one row, for a constant type t (so each type's block code is compiled on its own). */
+QG_INLINE void kq_dot_row(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb, int32_t *S, int32_t *M, float *result)
+{
+    const size_t bsz = t == QG_Q6_K ? QG_Q6K_BYTES : (t == QG_Q5_K ? QG_Q5K_BYTES : QG_Q4K_BYTES);
+    kq_dsum a = kq_dsum_zero();
+    for (size_t i = 0; i < nb; i++) {
+        const uint8_t *wb = wrow + i * bsz, *yb = q8row + i * QG_Q8K_BYTES;
+        float dy;
+        const uint32_t bits = kq_ld32(yb + QG_Q8K_D);
+        memcpy(&dy, &bits, 4);
+        if (t == QG_Q6_K) {
+            a = kq_dot_q6(a, wb, yb, dy, S != NULL ? S + i : NULL);
+            if (M != NULL) M[i] = 0;
+        } else {
+            a = kq_dot_q45(a, wb, yb, dy, t == QG_Q5_K, S != NULL ? S + i : NULL, M != NULL ? M + i : NULL);
+        }
+    }
+    *result = kq_dsum_result(a);
+}
+
 static inline int kq_dot_q8k(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M,
                              float *result)
 {
     if (!kq_known(t)) return QG_ERR_kq_type_unknown;
     if (t == QG_Q8_K) return QG_ERR_unsupported;
     if (wrow == NULL || q8row == NULL || result == NULL) return QG_ERR_argument_invalid;
-    const size_t bsz = qg_kq_block_bytes(t);
-    int rc = qg_kq_check_shape(t, 1, cols, cols / QK * bsz);
+    int rc = qg_kq_check_shape(t, 1, cols, cols / QK * qg_kq_block_bytes(t));
     if (rc != QG_ERR_ok) return rc;
-
     const size_t nb = cols / QK;
-    float sumS = 0.0f, sumM = 0.0f;
-    for (size_t i = 0; i < nb; i++) {
-        const uint8_t *wb = wrow + i * bsz, *yb = q8row + i * QG_Q8K_BYTES;
-        float dy;
-        const uint32_t bits = kq_ld32(yb + QG_Q8K_D);
-        memcpy(&dy, &bits, 4);
-        int32_t Si, Mi = 0;
-        if (t == QG_Q6_K) {
-            kq_dot_block_q6(wb, yb, &Si);
-            sumS = kq_fma(kq_f16(kq_ld16(wb + QG_Q6K_D)) * dy, (float)Si, sumS);
-        } else {
-            kq_dot_block_q45(wb, yb, t == QG_Q5_K, &Si, &Mi);
-            sumS = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_D)) * dy, (float)Si, sumS);
-            sumM = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_DMIN)) * dy, (float)Mi, sumM);
-        }
-        if (S != NULL) S[i] = Si;
-        if (M != NULL) M[i] = Mi;
-    }
-    *result = sumS - sumM;
+    if (t == QG_Q4_K) kq_dot_row(QG_Q4_K, wrow, q8row, nb, S, M, result);
+    else if (t == QG_Q5_K) kq_dot_row(QG_Q5_K, wrow, q8row, nb, S, M, result);
+    else kq_dot_row(QG_Q6_K, wrow, q8row, nb, S, M, result);
     return QG_ERR_ok;
 }
 

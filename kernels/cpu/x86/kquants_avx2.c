@@ -46,8 +46,6 @@ typedef struct {
 
 static float kq_f16(uint16_t h) { return _cvtsh_ss(h); }
 
-static short as_i8(uint8_t b) { return (short)(b < 0x80u ? (int)b : (int)b - 256); }
-
 static __m256 u8x8_to_f32(uint64_t v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)v))); }
 
 QG_INLINE void kq_prep_q45(const uint8_t *blk, kq_prep *p, const int q5)
@@ -160,58 +158,127 @@ QG_INLINE void kq_deq_block(const kq_prep *p, const int op, const int sh, const 
 
 /* ---- dot with Q8_K ------------------------------------------------------------------------------- */
 
-static int32_t hsum_i32(__m256i v)
+/* The dot's integer part works on the codes as unsigned bytes (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63)
+ * against the signed q8: VPMADDUBSW forms the int16 pair sums u0 y0 + u1 y1, |.| <= 2 * 63 * 128 =
+ * 16128, so nothing saturates; VPMADDWD then multiplies them by the group's scale (broadcast as int16)
+ * and adds pairs into int32, exact (|sc| <= 128). Every partial sum is an integer, so any order gives
+ * the exact S and M. */
+
+/* Q4_K/Q5_K: the 12 scale bytes unpacked (kq_unpack_scales, in dwords) to sc0..sc7, m0..m7 as bytes
+ * of a 128-bit vector, repeated in both lanes. In dwords u0 u1 u2 of the scale bytes:
+ *   (sc0..3, sc4..7, m0..3, m4..7) = (u0 & lo6, (u2 & nib) | ((u0 >> 2) & top2),
+ *                                     u1 & lo6, ((u2 >> 4) & nib) | ((u1 >> 2) & top2)). */
+QG_INLINE __m256i kq_scales_mins(const uint8_t *blk)
 {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
+    const __m128i u = _mm_loadu_si128((const __m128i *)(blk + QG_Q4K_SCALES - 4)); /* d dmin u0 u1 u2 */
+    const __m128i a = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(u, 0xED), _mm_setr_epi32(0, 0, 0, 4)),
+                                    _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F)); /* u0 u2 u1 u2 */
+    const __m128i b = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(u, 0xA5), 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)); /* u0 u0 u1 u1 */
+    return _mm256_broadcastsi128_si256(_mm_or_si128(a, b));
 }
 
-/* Integer part of one block. Pair sums of maddubs stay below 2^15 (|q| <= 63, |q8| <= 128, two terms),
- * so nothing saturates; the products with the scales are exact in int32 (see the reference). */
-static void kq_dot_block_q45(const uint8_t *wb, const uint8_t *yb, int q5, int32_t *S, int32_t *M)
+/* VPSHUFB control filling every word of each lane with bytes (lo, hi) of that lane; hi = -1 zeroes the
+ * high byte (byte lo as an unsigned int16). */
+#define KQ_WORD_OF(lo, hi) _mm256_set1_epi16((short)(uint16_t)((uint16_t)((hi) & 0xFF) << 8 | (lo)))
+
+/* The lane sums of a and of b together: (sum a, sum b, sum a, sum b). */
+QG_INLINE __m128i kq_hsum2_i32(__m256i a, __m256i b)
 {
-    kq_prep p;
-    kq_prep_q45(wb, &p, q5);
-    uint64_t sc, m;
-    kq_unpack_scales(wb + QG_Q4K_SCALES, &sc, &m);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i h = _mm256_hadd_epi32(a, b); /* per lane: a01 a23 b01 b23 */
+    const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    return _mm_hadd_epi32(t, t);
+}
+
+/* Integer part of one Q4_K/Q5_K block: S = sum_s sc_s (q . q8)_s over the 8 sub-blocks of 32, M = sum_s
+ * m_s (bsums[2s] + bsums[2s+1]). Chunk j (qs[32j ..]) holds sub-block 2j in its low nibbles and 2j+1
+ * in its high ones; Q5_K's fifth bit of element 64j + l is bit 2j of qh[l], of 64j + 32 + l bit 2j+1. */
+QG_INLINE __m128i kq_dot_ints_q45(const uint8_t *wb, const uint8_t *yb, const int q5) /* (S, M, S, M) */
+{
+    const __m256i sm = kq_scales_mins(wb), m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    const uint8_t *qs = wb + (q5 ? QG_Q5K_QS : QG_Q4K_QS), *y8 = yb + QG_Q8K_QS;
+    __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)(wb + QG_Q5K_QH)) : _mm256_setzero_si256();
     __m256i acc = _mm256_setzero_si256();
-    for (int s = 0; s < 8; s++) { /* sub-block s: 32 codes */
-        __m256i q;
-        if (q5) {
-            q = _mm256_load_si256((const __m256i *)(p.codes + 32 * s));
-        } else {
-            const __m256i b = _mm256_loadu_si256((const __m256i *)(wb + QG_Q4K_QS + 32 * (s >> 1)));
-            q = QG_Q4_HIGH(4 * s) ? _mm256_and_si256(_mm256_srli_epi16(b, 4), m4) : _mm256_and_si256(b, m4);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        const __m256i nl = _mm256_and_si256(v, m4), nh = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        __m256i q0 = QG_Q4_HIGH(8 * j) ? nh : nl, q1 = QG_Q4_HIGH(8 * j + 4) ? nh : nl;
+        if (q5) { /* bit 0 of hb's bytes -> bit 4 of q0's, bit 1 -> bit 4 of q1's (16-bit shifts: the masked bits never cross a byte) */
+            q0 = _mm256_or_si256(q0, _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
+            q1 = _mm256_or_si256(q1, _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
+            hb = _mm256_srli_epi16(hb, 2);
         }
-        const __m256i y = _mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_QS + 32 * s));
-        const __m256i pr = _mm256_maddubs_epi16(q, y);
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, _mm256_set1_epi16((short)((sc >> (8 * s)) & 0xFF))));
+        const __m256i p0 = _mm256_maddubs_epi16(q0, _mm256_loadu_si256((const __m256i *)(y8 + 64 * j)));
+        const __m256i p1 = _mm256_maddubs_epi16(q1, _mm256_loadu_si256((const __m256i *)(y8 + 64 * j + 32)));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_shuffle_epi8(sm, KQ_WORD_OF(2 * j, -1))),
+                                                     _mm256_madd_epi16(p1, _mm256_shuffle_epi8(sm, KQ_WORD_OF(2 * j + 1, -1)))));
     }
-    *S = hsum_i32(acc);
-    /* M = sum_s m_s * (bsums[2s] + bsums[2s+1]): madd of the 16 bsums with (m0, m0, m1, m1, ...). */
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m));
-    const __m256i mm = _mm256_setr_m128i(_mm_unpacklo_epi16(m8, m8), _mm_unpackhi_epi16(m8, m8));
-    *M = hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_BSUMS)), mm));
+    /* word k of the bsums (group k of 16) meets m_{k/2}: bytes 8 + k/2 of sm, lane 1 holding k = 8..15 */
+    const __m256i mm = _mm256_shuffle_epi8(sm, _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1, 12, -1, 12, -1,
+                                                                13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1));
+    return kq_hsum2_i32(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_BSUMS)), mm));
 }
 
-static void kq_dot_block_q6(const uint8_t *wb, const uint8_t *yb, int32_t *S)
+/* Integer part of one Q6_K block with u = q + 32 in 0..63: S = sum_g sc_g ((u . q8)_g - 32 (sum q8)_g)
+ * over the 16 groups of 16. The spec's S is the sum over qs itself, so the correction is formed from the
+ * q8 codes (VPMADDUBSW with 32), not from the block's bsums. Chunk c (elements 32c ..) holds group 2c in
+ * its low lane and 2c+1 in its high one. */
+QG_INLINE __m128i kq_dot_ints_q6(const uint8_t *wb, const uint8_t *yb) /* S in lane 0 */
 {
-    kq_prep p;
-    kq_prep_q6(wb, &p);
-    const __m256i k32 = _mm256_set1_epi8(32);
+    const __m128i sc = _mm_loadu_si128((const __m128i *)(wb + QG_Q6K_SCALES));
+    /* words: lane 0 sc0 sc2 .. sc14, lane 1 sc1 sc3 .. sc15, so word c of each lane is chunk c's scale */
+    const __m256i eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    const uint8_t *y8 = yb + QG_Q8K_QS;
     __m256i acc = _mm256_setzero_si256();
-    for (int c = 0; c < 8; c++) { /* 32 elements: groups 2c (low 128 bits) and 2c+1 (high) */
-        const __m256i u = _mm256_add_epi8(_mm256_load_si256((const __m256i *)(p.codes + 32 * c)), k32); /* 0..63 */
-        const __m256i y = _mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_QS + 32 * c));
-        /* (u0-32) y0 + (u1-32) y1 = (u0 y0 + u1 y1) - 32 (y0 + y1), |.| <= 8192: exact in int16 */
-        const __m256i pr = _mm256_sub_epi16(_mm256_maddubs_epi16(u, y), _mm256_maddubs_epi16(k32, y));
-        const __m256i scl = _mm256_setr_m128i(_mm_set1_epi16(as_i8(wb[QG_Q6K_SCALES + 2 * c])), _mm_set1_epi16(as_i8(wb[QG_Q6K_SCALES + 2 * c + 1])));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pr, scl));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(wb + QG_Q6K_QL + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(wb + QG_Q6K_QL + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb + QG_Q6K_QH + 32 * h));
+        /* quarter t of the half: low/high nibble of ql0/ql1 | bits 2t, 2t+1 of qh as bits 4-5 */
+        __m256i u[4];
+        u[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+        u[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2));
+        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            const int c = 4 * h + t;
+            const __m256i y = _mm256_loadu_si256((const __m256i *)(y8 + 32 * c));
+            /* (u0-32) y0 + (u1-32) y1 = (u0 y0 + u1 y1) - 32 (y0 + y1), |.| <= 8192: exact in int16 */
+            const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[t], y), _mm256_maddubs_epi16(k32, y));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(eo, KQ_WORD_OF(2 * c, 2 * c + 1))));
+        }
     }
-    *S = hsum_i32(acc);
+    return kq_hsum2_i32(acc, acc);
+}
+
+/* The dot's float sums: lane 0 sumS, lane 1 sumM (lanes 2, 3 unused). A Q4_K/Q5_K block's step is the
+ * per-lane (D dy, Dm dy) then one fma per lane with (S, M): the scalar order's operations, two at once;
+ * Q6_K's touches lane 0 only. */
+#define KQ_HAVE_DOT_SUMS 1
+typedef __m128 kq_dsum;
+
+QG_INLINE kq_dsum kq_dsum_zero(void) { return _mm_setzero_ps(); }
+
+QG_INLINE float kq_dsum_result(kq_dsum a) { return _mm_cvtss_f32(_mm_sub_ss(a, _mm_movehdup_ps(a))); }
+
+QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, const int q5, int32_t *S, int32_t *M)
+{
+    const __m128i sm = kq_dot_ints_q45(wb, yb, q5);
+    if (S != NULL) *S = _mm_cvtsi128_si32(sm);
+    if (M != NULL) *M = _mm_extract_epi32(sm, 1);
+    const __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)kq_ld32(wb + QG_Q4K_D))), _mm_set1_ps(dy)); /* D dy, Dm dy (d, dmin adjacent) */
+    return _mm_fmadd_ps(f, _mm_cvtepi32_ps(sm), a);
+}
+
+QG_INLINE kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, int32_t *S)
+{
+    const __m128i s = kq_dot_ints_q6(wb, yb);
+    if (S != NULL) *S = _mm_cvtsi128_si32(s);
+    const __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(kq_ld16(wb + QG_Q6K_D))), _mm_set_ss(dy));
+    return _mm_fmadd_ss(f, _mm_cvtepi32_ps(s), a); /* lanes 1-3 from f: +0 (converted from fp16 +0), so sumM stays +0 */
 }
 
 /* ---- GEMV ---------------------------------------------------------------------------------------- */
