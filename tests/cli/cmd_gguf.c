@@ -46,7 +46,8 @@ static const char *k_usage_gguf =
     "            of whole rows: K-quant blocks with a non-finite d or dmin are named (gguf_block_nonfinite,\n"
     "            tensor and block index); each chunk is decoded by the reference and by every backend\n"
     "            available here, which must give identical bits; other types are listed as skipped\n"
-    "    --backend B   compare only backend B (ref, avx2, neon, cuda) with the reference\n"
+    "    --backend B   compare only backend B (ref, avx2, neon, cuda) with the reference; one not built\n"
+    "                  into this binary is a usage error (2), one built but unable to run here a failure (1)\n"
     "    --tensor GLOB only tensors whose name matches GLOB (fnmatch; none matching is a failure)\n"
     "    --gemv        also run every available K-quant GEMV on activations from the pinned stream\n"
     "                  (seed printed) against the float64 sum, within each kernel's declared bound\n"
@@ -654,6 +655,10 @@ int qgc_cmd_gguf(int argc, char **argv)
         if (o.backend) {
             o.only_backend = qg_backend_from_name(o.backend);
             if (o.only_backend < 0) return qgc_usage_error(k_usage_gguf, "unknown backend '%s' (ref, avx2, neon, cuda)", o.backend);
+            int built = 0;
+            for (size_t i = 0; i < qg_registry_count(); i++)
+                built |= (int)qg_registry_at(i)->backend == o.only_backend && qg_kernel_built(qg_registry_at(i));
+            if (!built) return qgc_usage_error(k_usage_gguf, "backend %s is not built into this binary", o.backend);
             char why[200];
             if (!qg_backend_available((qg_backend)o.only_backend, why, sizeof why)) {
                 fprintf(stderr, "qgold: %s: backend %s cannot run here: %s\n", qg_error_name(QG_ERR_backend_unavailable), o.backend, why);

@@ -55,6 +55,16 @@ check check-skipped 0 "1 skipped (Q8_0)" -- qgold gguf check "$G/align64_shapes.
 check check-glob 0 "3 tensors checked" -- qgold gguf check "$G/mixed_v3.gguf" --tensor 'blk.0.attn_*'
 check check-glob-none 1 "no tensor of .* matches" -- qgold gguf check "$G/mixed_v3.gguf" --tensor 'nothing*'
 check check-ref 0 "0 failed" -- qgold gguf check "$G/mixed_v3.gguf" --backend ref --gemv
+# --backend: one not built here is a usage error, one built but excluded by QG_FORCE_ISA a failure
+simd=$(qgold list --format q4_k | awk '$2 == "dequant" && ($3 == "avx2" || $3 == "neon") && $5 == "available" { print $3; exit }')
+notbuilt=$(qgold list --format q4_k | awk '$2 == "dequant" && $5 == "unavailable" && /not compiled/ { print $3; exit }')
+if [ -n "$notbuilt" ]; then
+    check backend-not-built 2 "backend $notbuilt is not built" -- qgold gguf check "$G/mixed_v3.gguf" --backend "$notbuilt"
+fi
+if [ -n "$simd" ]; then
+    check backend-simd 0 "0 failed" -- qgold gguf check "$G/mixed_v3.gguf" --backend "$simd" --gemv
+    check backend-forced-off 1 "backend_unavailable" -- env QG_FORCE_ISA=scalar $EMU "$QGOLD_BIN" gguf check "$G/mixed_v3.gguf" --backend "$simd"
+fi
 check check-no-tensors 0 "0 tensors checked" -- qgold gguf check "$G/no_tensors.gguf"
 check check-json 0 "" -- qgold gguf check "$G/align64_shapes.gguf" --json "$TMP/check.json"
 checks=$((checks + 1))
