@@ -83,7 +83,7 @@ static inline void i4_gather_groups(const qg_w4a16 *L, size_t G, size_t n, size_
     }
 }
 
-/* The decoded word w of row n: (code - z) * s; zs / ss are the group's values or the gathered columns. */
+/* A decoded word: (code - z) * s per lane; z and s hold the group's values or the gathered per-column ones. */
 static inline i4_v8 i4_word(uint32_t word, i4_v8 z, i4_v8 s) { return i4_mul(i4_sub(i4_codes(word), z), s); }
 
 /* Row n against batch columns b0..b0+nb-1 (nb <= I4_BB). */
