@@ -26,8 +26,8 @@
  *       used by the scalar dot step below, so needed only without KQ_HAVE_DOT_SUMS;
  *   optionally, with KQ_HAVE_DOT_SUMS defined (otherwise the scalar ones below are used),
  *   typedef ... kq_dsum;  kq_dsum kq_dsum_zero(void);  float kq_dsum_result(kq_dsum a);
- *   kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, int q5, int32_t *S, int32_t *M);
- *   kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, int32_t *S);
+ *   kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, int q5, int32_t *S, int32_t *M);
+ *   kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, int32_t *S);
  *       the dot's float sums (sumS, sumM), both +0 at the start, the step of one block (its exact S_i,
  *       M_i also written to *S, *M where not NULL) and the result sumS - sumM, exactly as the dot float
  *       order below states;
@@ -147,8 +147,17 @@ static inline kq_dsum kq_dsum_zero(void) { return (kq_dsum){0.0f, 0.0f}; }
 
 static inline float kq_dsum_result(kq_dsum a) { return a.s - a.m; }
 
-QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, const int q5, int32_t *S, int32_t *M)
+static inline float kq_q8k_d(const uint8_t *yb)
 {
+    float dy;
+    const uint32_t bits = kq_ld32(yb + QG_Q8K_D);
+    memcpy(&dy, &bits, 4);
+    return dy;
+}
+
+QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, const int q5, int32_t *S, int32_t *M)
+{
+    const float dy = kq_q8k_d(yb);
     int32_t Si, Mi;
     kq_dot_block_q45(wb, yb, q5, &Si, &Mi);
     a.s = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_D)) * dy, (float)Si, a.s);
@@ -158,8 +167,9 @@ QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, fl
     return a;
 }
 
-QG_INLINE kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, int32_t *S)
+QG_INLINE kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, int32_t *S)
 {
+    const float dy = kq_q8k_d(yb);
     int32_t Si;
     kq_dot_block_q6(wb, yb, &Si);
     a.s = kq_fma(kq_f16(kq_ld16(wb + QG_Q6K_D)) * dy, (float)Si, a.s);
@@ -175,14 +185,11 @@ QG_INLINE void kq_dot_row(const qg_ktype t, const uint8_t *wrow, const uint8_t *
     kq_dsum a = kq_dsum_zero();
     for (size_t i = 0; i < nb; i++) {
         const uint8_t *wb = wrow + i * bsz, *yb = q8row + i * QG_Q8K_BYTES;
-        float dy;
-        const uint32_t bits = kq_ld32(yb + QG_Q8K_D);
-        memcpy(&dy, &bits, 4);
         if (t == QG_Q6_K) {
-            a = kq_dot_q6(a, wb, yb, dy, S != NULL ? S + i : NULL);
+            a = kq_dot_q6(a, wb, yb, S != NULL ? S + i : NULL);
             if (M != NULL) M[i] = 0;
         } else {
-            a = kq_dot_q45(a, wb, yb, dy, t == QG_Q5_K, S != NULL ? S + i : NULL, M != NULL ? M + i : NULL);
+            a = kq_dot_q45(a, wb, yb, t == QG_Q5_K, S != NULL ? S + i : NULL, M != NULL ? M + i : NULL);
         }
     }
     *result = kq_dsum_result(a);

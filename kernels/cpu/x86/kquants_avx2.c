@@ -164,17 +164,13 @@ QG_INLINE void kq_deq_block(const kq_prep *p, const int op, const int sh, const 
  * and adds pairs into int32, exact (|sc| <= 128). Every partial sum is an integer, so any order gives
  * the exact S and M. */
 
-/* Q4_K/Q5_K: the 12 scale bytes unpacked (kq_unpack_scales, in dwords) to sc0..sc7, m0..m7 as bytes
- * of a 128-bit vector, repeated in both lanes. In dwords u0 u1 u2 of the scale bytes:
- *   (sc0..3, sc4..7, m0..3, m4..7) = (u0 & lo6, (u2 & nib) | ((u0 >> 2) & top2),
- *                                     u1 & lo6, ((u2 >> 4) & nib) | ((u1 >> 2) & top2)). */
+/* Q4_K/Q5_K: the 12 scale bytes unpacked (kq_unpack_scales, on the integer units, which the vector loop
+ * leaves idle) to sc0..sc7, m0..m7 as bytes of a 128-bit vector, repeated in both lanes. */
 QG_INLINE __m256i kq_scales_mins(const uint8_t *blk)
 {
-    const __m128i u = _mm_loadu_si128((const __m128i *)(blk + QG_Q4K_SCALES - 4)); /* d dmin u0 u1 u2 */
-    const __m128i a = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(u, 0xED), _mm_setr_epi32(0, 0, 0, 4)),
-                                    _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F)); /* u0 u2 u1 u2 */
-    const __m128i b = _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(u, 0xA5), 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)); /* u0 u0 u1 u1 */
-    return _mm256_broadcastsi128_si256(_mm_or_si128(a, b));
+    uint64_t sc, m;
+    kq_unpack_scales(blk + QG_Q4K_SCALES, &sc, &m);
+    return _mm256_broadcastsi128_si256(_mm_insert_epi64(_mm_cvtsi64_si128((long long)sc), (long long)m, 1));
 }
 
 /* VPSHUFB control filling every word of each lane with bytes (lo, hi) of that lane; hi = -1 zeroes the
@@ -264,20 +260,20 @@ QG_INLINE kq_dsum kq_dsum_zero(void) { return _mm_setzero_ps(); }
 
 QG_INLINE float kq_dsum_result(kq_dsum a) { return _mm_cvtss_f32(_mm_sub_ss(a, _mm_movehdup_ps(a))); }
 
-QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, const int q5, int32_t *S, int32_t *M)
+QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, const int q5, int32_t *S, int32_t *M)
 {
     const __m128i sm = kq_dot_ints_q45(wb, yb, q5);
     if (S != NULL) *S = _mm_cvtsi128_si32(sm);
     if (M != NULL) *M = _mm_extract_epi32(sm, 1);
-    const __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)kq_ld32(wb + QG_Q4K_D))), _mm_set1_ps(dy)); /* D dy, Dm dy (d, dmin adjacent) */
+    const __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)kq_ld32(wb + QG_Q4K_D))), _mm_broadcast_ss((const float *)(yb + QG_Q8K_D))); /* D dy, Dm dy (d, dmin adjacent) */
     return _mm_fmadd_ps(f, _mm_cvtepi32_ps(sm), a);
 }
 
-QG_INLINE kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, float dy, int32_t *S)
+QG_INLINE kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, int32_t *S)
 {
     const __m128i s = kq_dot_ints_q6(wb, yb);
     if (S != NULL) *S = _mm_cvtsi128_si32(s);
-    const __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(kq_ld16(wb + QG_Q6K_D))), _mm_set_ss(dy));
+    const __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(kq_ld16(wb + QG_Q6K_D))), _mm_castsi128_ps(_mm_cvtsi32_si128((int)kq_ld32(yb + QG_Q8K_D))));
     return _mm_fmadd_ss(f, _mm_cvtepi32_ps(s), a); /* lanes 1-3 from f: +0 (converted from fp16 +0), so sumM stays +0 */
 }
 
