@@ -247,7 +247,9 @@ QG_INLINE __m128i kq_dot_ints_q6(const uint8_t *wb, const uint8_t *yb) /* S in l
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(eo, KQ_WORD_OF(2 * c, 2 * c + 1))));
         }
     }
-    return kq_hsum2_i32(acc, acc);
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+    return _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
 }
 
 /* The dot's float sums: lane 0 sumS, lane 1 sumM (lanes 2, 3 unused). A Q4_K/Q5_K block's step is the
