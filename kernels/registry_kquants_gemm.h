@@ -5,7 +5,7 @@
  * d = K). The CUDA kernel multiplies exact integer codes by fp16 activations on tensor cores and applies
  * the scales in float32 (reference/spec/numerics.md, "K-quant products on tensor cores"): u_acc = 2^-22
  * (the tensor-core block model of numerics.md section 5, which also covers the float32 roundings), d = K
- * (d_fixed 0; the longest chain is K/16 + 2, or K/256 + 17 for Q8_K, never more than K for K >= 256).
+ * (d_fixed 0; the longest chain is at most K/16 + K/256 + 5, never more than K for K >= 256).
  * The weight-representation terms (the scales applied after the sum, so each weight enters as a*q and
  * -b, and the float32 rounding of the decoded weight the kernel never forms) are given to the bound by
  * its audit runner and tests per output, from the weights (numerics spec). Which kernels exist: */

@@ -8,20 +8,22 @@
  *              mma with an all-ones A), per sub-block of 32 (2 mma blocks for S, 2 for SX);
  *   Q6_K:      part = fma(a_g, S_g, part) per group of 16 (1 mma block each);
  *   Q8_K:      part = d * S with S one mma chain of 16 blocks over the super-block;
- * and acc = acc + part once per super-block. Every product, sum and scale product is a separate float32
- * rounding or one mma block; with the tensor-core model of numerics.md (u_acc = 2^-22) the longest chain
- * is K/16 + 2 (Q4_K/Q5_K, Q6_K) or K/256 + 17 (Q8_K), which is <= K for every K >= 256: the registry row
- * declares d = K.
+ * and acc = acc + part once per super-block. The 4 warps of a block share 16 rows: warp w takes the
+ * super-blocks w, w + 4, ... in order, and the block adds the four totals in the order 0, 1, 2, 3 (a
+ * split fixed by K alone). Every product, sum and scale product is a separate float32 rounding or one
+ * mma block; with the tensor-core model of numerics.md (u_acc = 2^-22) the longest chain is at most
+ * K/16 + K/256 + 5, which is <= K for every K >= 256: the registry row declares d = K.
  *
- * Fragments. A warp owns 16 rows (thread lane: rows g = lane/4 and g+8, k slots of t = lane%4). Inside a
+ * Fragments. A warp works on 16 rows (thread lane: rows g = lane/4 and g+8, k slots of t = lane%4). Inside a
  * 16-wide k chunk, mma slot 2t+i takes k = 4t+i and slot 2t+8+i takes k = 4t+2+i (i = 0, 1), for A
  * (codes) and B (activations) alike, so a thread reads 4 consecutive codes of each of its two rows and 4
- * consecutive activations of its column: the exact sum is unchanged by this fixed permutation.
+ * consecutive activations of its column: the exact sum is unchanged by this fixed permutation. Both are
+ * read straight from global memory (activations stay in L1/L2); the loop has no barrier.
  *
  * Batch invariance by construction: every batch size 1..64 runs this kernel; a column's mma result
  * depends only on that column of B and of C, the column's flags only on its activations, and the
  * sequence of operations per (row, column) does not depend on how many n8 tiles (columns) the block
- * carries. Deterministic: no atomics on values (one integer atomicOr per special activation sets a flag).
+ * carries. Deterministic: no atomics.
  *
  * Special values. Where a super-block's scales are not finite (Q8_K: |d| > 2^120, so d*q may
  * overflow) or a column's activations in it hold an inf or NaN, the sub-block decomposition would not
@@ -39,9 +41,8 @@
 namespace {
 
 constexpr int QK = QG_QK_K;
-constexpr int WARPS = 4;
-constexpr int ROWS_PER_BLOCK = 16 * WARPS;
-constexpr int XS = QK + 8; /* padded activation row in shared memory: conflict-free 8-byte fragment loads */
+constexpr int WARPS = 4;          /* warps of a block: one row tile, super-blocks split 4 ways */
+constexpr int ROWS_PER_BLOCK = 16;
 
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
@@ -54,14 +55,10 @@ __device__ __forceinline__ uint16_t f32_to_f16_bits(float v)
 
 __device__ __forceinline__ bool f16_nonfinite(uint32_t h) { return (h & 0x7C00u) == 0x7C00u; }
 
-/* Any of the 8 fp16 values inf or NaN. */
-__device__ __forceinline__ bool any_nonfinite8(const uint4 v)
+/* Any of the 4 fp16 values inf or NaN. */
+__device__ __forceinline__ bool any_nonfinite4(const uint2 v)
 {
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-    bool s = false;
-#pragma unroll
-    for (int i = 0; i < 4; i++) s = s || f16_nonfinite(w[i]) || f16_nonfinite(w[i] >> 16);
-    return s;
+    return f16_nonfinite(v.x) || f16_nonfinite(v.x >> 16) || f16_nonfinite(v.y) || f16_nonfinite(v.y >> 16);
 }
 
 /* 4 bytes from a 2-byte aligned address (Q6_K rows). */
@@ -161,15 +158,32 @@ template <int T>
 __device__ float special_part(const uint8_t *blk, const __half *xcol)
 {
     float s = 0.0f;
-    for (int k = 0; k < QK; k++) s = __fmaf_rn(decode_one<T>(blk, k), __half2float(xcol[k]), s);
+    for (int k = 0; k < QK; k++) s = __fmaf_rn(decode_one<T>(blk, k), __half2float(__ldg(xcol + k)), s);
     return s;
 }
 
-/* One super-block of the thread's two rows (blocks pa, pb) against NT n8 column tiles in xs: adds the
- * super-block's contribution to part (zero on entry) and says whether each row's scales are special. */
+/* The B fragment of column col (zeros past the batch) for the 16-wide chunks at k = off and off + 16 of
+ * the super-block starting at xsb; bit n of xm is set where one of the values is inf or NaN. */
+__device__ __forceinline__ void load_b(const __half *xsb, size_t cols, int batch, int col, int off, int n, uint2 &b0, uint2 &b1,
+                                       uint32_t &xm)
+{
+    b0 = make_uint2(0u, 0u);
+    b1 = make_uint2(0u, 0u);
+    if (col < batch) {
+        const __half *p = xsb + (size_t)col * cols + off;
+        b0 = __ldg(reinterpret_cast<const uint2 *>(p));
+        b1 = __ldg(reinterpret_cast<const uint2 *>(p + 16));
+    }
+    if (any_nonfinite4(b0) || any_nonfinite4(b1)) xm |= 1u << n;
+}
+
+/* One super-block of the thread's two rows (blocks pa, pb) against NT n8 column tiles of the activations
+ * (xsb: column 0 at this super-block's first k): adds the super-block's contribution to part (zero on
+ * entry), says whether each row's scales are special, and sets bit n of xm where the thread's
+ * activations of column 8n + g are. */
 template <int T, int NT>
-__device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb, const __half (*xs)[XS], int g, int t,
-                                           float (&part)[NT][4], bool *spa, bool *spb)
+__device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb, const __half *xsb, size_t cols, int batch, int g,
+                                           int t, float (&part)[NT][4], bool *spa, bool *spb, uint32_t &xm)
 {
     const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
@@ -216,9 +230,8 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
             const float aa = __fmul_rn(Da, sca), ba = __fmul_rn(Dma, ma), ab = __fmul_rn(Db, scb), bbv = __fmul_rn(Dmb, mb);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
-                const __half *xr = xs[8 * n + g];
-                const uint2 b0 = *reinterpret_cast<const uint2 *>(xr + 32 * j + 4 * t);
-                const uint2 b1 = *reinterpret_cast<const uint2 *>(xr + 32 * j + 16 + 4 * t);
+                uint2 b0, b1;
+                load_b(xsb, cols, batch, 8 * n + g, 32 * j + 4 * t, n, b0, b1, xm);
                 float s[4], sx[4];
                 mma16816(s, A[0], b0.x, b0.y, zero);
                 mma16816(s, A[1], b1.x, b1.y, s);
@@ -280,9 +293,8 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
             const float a0b = __fmul_rn(Db, (float)gb), a1b = __fmul_rn(Db, (float)gb1);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
-                const __half *xr = xs[8 * n + g];
-                const uint2 b0 = *reinterpret_cast<const uint2 *>(xr + 32 * j + 4 * t);
-                const uint2 b1 = *reinterpret_cast<const uint2 *>(xr + 32 * j + 16 + 4 * t);
+                uint2 b0, b1;
+                load_b(xsb, cols, batch, 8 * n + g, 32 * j + 4 * t, n, b0, b1, xm);
                 float s0[4], s1[4];
                 mma16816(s0, A[0], b0.x, b0.y, zero);
                 mma16816(s1, A[1], b1.x, b1.y, zero);
@@ -315,9 +327,8 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
             }
 #pragma unroll
             for (int n = 0; n < NT; n++) {
-                const __half *xr = xs[8 * n + g];
-                const uint2 b0 = *reinterpret_cast<const uint2 *>(xr + 32 * j + 4 * t);
-                const uint2 b1 = *reinterpret_cast<const uint2 *>(xr + 32 * j + 16 + 4 * t);
+                uint2 b0, b1;
+                load_b(xsb, cols, batch, 8 * n + g, 32 * j + 4 * t, n, b0, b1, xm);
                 mma16816(S[n], A[0], b0.x, b0.y, S[n]);
                 mma16816(S[n], A[1], b1.x, b1.y, S[n]);
             }
@@ -329,18 +340,16 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
     }
 }
 
-/* A block of WARPS warps covers 64 rows and all `batch` columns (NT n8 tiles, zero-padded). Per
- * super-block: the activations of the 256 k are staged in shared memory (special columns flagged),
- * each warp multiplies its 16 rows, and the super-block's part is added to the accumulator. */
+/* A block covers 16 rows and all `batch` columns (NT n8 tiles, zero-padded); warp w takes the
+ * super-blocks w, w + WARPS, ... in order, and the warps' totals are added in the order 0, 1, 2, 3. */
 template <int T, int NT>
 __global__ void __launch_bounds__(WARPS * 32) k_kq_gemm(const uint8_t *__restrict__ w, size_t rows, size_t nb, size_t bbytes,
                                                          const __half *__restrict__ x, size_t cols, int batch, float *y32,
                                                          uint16_t *y16)
 {
-    __shared__ __align__(16) __half xs[NT * 8][XS];
-    __shared__ int xflag[NT * 8];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const size_t ra = (size_t)blockIdx.x * ROWS_PER_BLOCK + (size_t)warp * 16 + (size_t)g, rb = ra + 8;
+    __shared__ float red[WARPS - 1][NT * 4][32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const size_t ra = (size_t)blockIdx.x * ROWS_PER_BLOCK + (size_t)g, rb = ra + 8;
     /* rows past the end load the last row (valid memory) and are not stored */
     const uint8_t *wa = w + (ra < rows ? ra : rows - 1) * nb * bbytes;
     const uint8_t *wb = w + (rb < rows ? rb : rows - 1) * nb * bbytes;
@@ -349,44 +358,53 @@ __global__ void __launch_bounds__(WARPS * 32) k_kq_gemm(const uint8_t *__restric
     for (int n = 0; n < NT; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[n][i] = 0.0f;
-    for (size_t sb = 0; sb < nb; sb++) {
-        __syncthreads(); /* the previous super-block's activations are no longer read */
-        if (tid < NT * 8) xflag[tid] = 0;
-        __syncthreads();
-        for (int i = tid; i < NT * 8 * (QK / 8); i += WARPS * 32) {
-            const int col = i / (QK / 8), seg = i % (QK / 8);
-            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (col < batch) v = __ldg(reinterpret_cast<const uint4 *>(x + (size_t)col * cols + sb * QK + (size_t)seg * 8));
-            *reinterpret_cast<uint4 *>(&xs[col][seg * 8]) = v;
-            if (any_nonfinite8(v)) atomicOr(&xflag[col], 1);
-        }
-        __syncthreads();
+    for (size_t sb = (size_t)warp; sb < nb; sb += WARPS) {
         const uint8_t *pa = wa + sb * bbytes, *pb = wb + sb * bbytes;
+        const __half *xsb = x + sb * QK;
         float part[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int i = 0; i < 4; i++) part[n][i] = 0.0f;
         bool spa, spb;
-        superblock<T, NT>(pa, pb, xs, g, t, part, &spa, &spb);
+        uint32_t xm = 0;
+        superblock<T, NT>(pa, pb, xsb, cols, batch, g, t, part, &spa, &spb, xm);
+        /* column 8n + g is special in this super-block if any of its 4 lanes saw an inf or NaN; the
+         * outputs of this thread are columns 8n + 2t and 8n + 2t + 1, whose flags lanes 8t and 8t + 4 hold */
+        xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 1);
+        xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 2);
+        const uint32_t xm0 = __shfl_sync(0xFFFFFFFFu, xm, 8 * t), xm1 = __shfl_sync(0xFFFFFFFFu, xm, 8 * t + 4);
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int col = 8 * n + 2 * t + (i & 1);
-                if ((i < 2 ? spa : spb) || xflag[col] != 0) part[n][i] = special_part<T>(i < 2 ? pa : pb, xs[col]);
+                const bool xs_special = (((i & 1) ? xm1 : xm0) >> n) & 1u;
+                if (((i < 2 ? spa : spb) || xs_special) && col < batch)
+                    part[n][i] = special_part<T>(i < 2 ? pa : pb, xsb + (size_t)col * cols);
                 acc[n][i] = __fadd_rn(acc[n][i], part[n][i]);
             }
     }
+    if (warp > 0) {
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) red[warp - 1][4 * n + i][lane] = acc[n][i];
+    }
+    __syncthreads();
+    if (warp != 0) return;
 #pragma unroll
     for (int n = 0; n < NT; n++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
+            float v = acc[n][i];
+#pragma unroll
+            for (int p = 0; p < WARPS - 1; p++) v = __fadd_rn(v, red[p][4 * n + i][lane]);
             const int col = 8 * n + 2 * t + (i & 1);
             const size_t r = i < 2 ? ra : rb;
             if (col < batch && r < rows) {
-                if (y32) y32[(size_t)col * rows + r] = acc[n][i];
-                if (y16) y16[(size_t)col * rows + r] = f32_to_f16_bits(acc[n][i]);
+                if (y32) y32[(size_t)col * rows + r] = v;
+                if (y16) y16[(size_t)col * rows + r] = f32_to_f16_bits(v);
             }
         }
 }
