@@ -541,7 +541,7 @@ extern "C" int qg_w4a16_tc_shape_of(size_t N, size_t K, size_t g, qg_w4a16_tc_sh
     return QG_ERR_ok;
 }
 
-extern "C" double qg_cuda_mma_model_u(void) { return 0x1p-22; }
+extern "C" double qg_cuda_mma_model_u(void) { return QG_MMA_U_ACC; }
 
 extern "C" long qg_w4a16_cuda_chain(size_t N, size_t K, size_t g)
 {

@@ -4,7 +4,7 @@
  *              below (written from the layout description in qgold/kernels_int4_cuda.h): odd N, K = 8,
  *              K not a multiple of 64, every group size, zeros present and absent, act-order;
  *   gemm       y_f32 and y_f16 within the bound of the kernel's declaration (qg_w4a16_cuda_numerics:
- *              u_acc = 2^-22, d = its chain) against y* = the exact product in double of the reference's
+ *              u_acc = QG_MMA_U_ACC, d = its chain) against y* = the exact product in double of the reference's
  *              exactly decoded weights, for M in {1, 2, 4, 8, 16, 17, 64, 256, 1024} (and 4096 once),
  *              g in {32, 64, 128, K}, act-order on and off, K = 8, odd N, splits longer than the weight
  *              prefetch (4096 x 4096, 2048 x 8192); every call guarded (poisoned

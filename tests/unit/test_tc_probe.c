@@ -3,7 +3,7 @@
  * Single mma.m16n8k16 f32.f16.f16.f32 blocks (qg_cuda_mma_f16_probe) on crafted inputs, each output
  * D[i][j] = C[i][j] + sum_k A[i][k] B[k][j] compared with its exact value (every fp16 product is exact in
  * double; the double sum's own error gamma_17(2^-53) S is allowed for). Per output the error is measured in
- * units of S 2^-23 with S = |c| + sum |p_k|; the declared model (qg_cuda_mma_model_u: 2^-22, two units)
+ * units of S 2^-23 with S = |c| + sum |p_k|; the declared model (qg_cuda_mma_model_u: QG_MMA_U_ACC = 2^-21, four units)
  * must hold for every output. Input families, in the style of the published tensor-core studies:
  *   below_ulp   c = +-2^e (1 + m 2^-10) and sixteen products each below ulp(c), same or opposite sign;
  *   big_product one large product, c = 0 or tiny, fifteen products below its ulp, random signs;

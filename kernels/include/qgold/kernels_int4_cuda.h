@@ -71,7 +71,7 @@ int qg_w4a16_tc_shape_of(size_t N, size_t K, size_t g, qg_w4a16_tc_shape *s);
 /* Longest rounding chain of one output (numerics.md "W4A16 on tensor cores"):
  * ceil(min(g, K) / 16) mma blocks of a group partial, 1 scale product, G group adds, S - 1 split adds. */
 long qg_w4a16_cuda_chain(size_t N, size_t K, size_t g);
-/* The bound declaration of the CUDA W4A16 GEMM for this shape: u_acc = 2^-22 (the tensor-core block
+/* The bound declaration of the CUDA W4A16 GEMM for this shape: u_acc = QG_MMA_U_ACC (the tensor-core block
  * model of numerics section 5), d = qg_w4a16_cuda_chain, float32 (f16_out = 0) or fp16 output. */
 qg_numerics qg_w4a16_cuda_numerics(size_t N, size_t K, size_t g, int f16_out);
 
@@ -115,8 +115,9 @@ size_t qg_w4a16_cuda_workspace_bytes(const qg_w4a16_cuda_weights *w, size_t M, i
 int qg_w4a16_gemm_cuda_async(const qg_w4a16_cuda_weights *w, const void *dx, size_t M, int splits, void *workspace, float *dy32,
                              uint16_t *dy16, void *stream);
 
-/* The contract's model of one mma block (numerics.md section 5): |fl(c + sum p) - (c + sum p)| <=
- * u (|c| + sum |p|) with u = 2 * 2^-23 = 2^-22; the u_acc of every tensor-core declaration here. */
+/* The model of one mma block qgold declares (reference/spec/numerics.md, "Tensor-core accumulation"):
+ * |fl(c + sum p) - (c + sum p)| <= u (|c| + sum |p|) with u = QG_MMA_U_ACC = 2^-21 (4 units of 2^-23);
+ * the u_acc of every tensor-core declaration here. */
 double qg_cuda_mma_model_u(void);
 
 /* Tensor-core probe: `count` independent mma.m16n8k16 f32.f16.f16.f32 blocks. A: count x 16 x 16 fp16
