@@ -6,21 +6,7 @@ QGOLD_BIN=$1 GOLDEN=$2 TMP=$3
 shift 3
 EMU="$*"
 G=$GOLDEN/gguf
-qgold() { $EMU "$QGOLD_BIN" "$@"; }
-fails=0 checks=0
-rm -rf "$TMP"; mkdir -p "$TMP"
-check() { # check NAME EXPECTED_STATUS [grep-pattern] -- command...
-    name=$1 want=$2 pat=$3; shift 4
-    checks=$((checks + 1))
-    out=$("$@" 2>&1); got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL $name: exit $got, expected $want"; echo "$out" | tail -5; fails=$((fails + 1)); return
-    fi
-    if [ -n "$pat" ] && ! printf '%s\n' "$out" | grep -q -- "$pat"; then
-        echo "FAIL $name: output lacks '$pat'"; echo "$out" | tail -5; fails=$((fails + 1)); return
-    fi
-    echo "ok   $name"
-}
+. "$(dirname "$0")/testlib.sh"
 same() { # same NAME FILE1 FILE2
     checks=$((checks + 1))
     if cmp -s "$2" "$3"; then echo "ok   $1"; else echo "FAIL $1: $2 and $3 differ"; fails=$((fails + 1)); fi

@@ -6,27 +6,7 @@ set -u
 QGOLD_BIN=$1 TMP=$2
 shift 2
 EMU="$*"
-qgold() { $EMU "$QGOLD_BIN" "$@"; }
-fails=0 checks=0
-rm -rf "$TMP"; mkdir -p "$TMP"
-check() { # check NAME EXPECTED_STATUS [grep-pattern] -- command...
-    name=$1 want=$2 pat=$3; shift 4
-    checks=$((checks + 1))
-    out=$("$@" 2>&1); got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL $name: exit $got, expected $want"; echo "$out" | tail -5; fails=$((fails + 1)); return
-    fi
-    if [ -n "$pat" ] && ! printf '%s\n' "$out" | grep -q -- "$pat"; then
-        echo "FAIL $name: output lacks '$pat'"; echo "$out" | tail -5; fails=$((fails + 1)); return
-    fi
-    echo "ok   $name"
-}
-hex() { od -An -tx1 -v "$1" | tr -s ' \n' '  ' | sed 's/^ //; s/ $//'; }
-bytes() { # bytes NAME FILE EXPECTED_HEX
-    checks=$((checks + 1))
-    got=$(hex "$2")
-    if [ "$got" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1: bytes '$got', expected '$3'"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/testlib.sh"
 T=$TMP
 # X = [127, 2.5, -3.5, 0.5] float32: amax 127, s = 1, codes rne(v): 127, 2 (tie to even), -4 (tie), 0 (tie)
 printf '\000\000\376\102\000\000\040\100\000\000\140\300\000\000\000\077' > "$T/x.f32"
