@@ -25,8 +25,8 @@
  * sequence of operations per (row, column) does not depend on how many n8 tiles (columns) the block
  * carries. Deterministic: no atomics.
  *
- * Special values. Where a super-block's scales are not finite (Q8_K: |d| > 2^120, so d*q may
- * overflow) or a column's activations in it hold an inf or NaN, the sub-block decomposition would not
+ * Special values. Where a super-block's scales are not finite (Q8_K: |d| > 2^96, where d*q or d*S
+ * may overflow) or a column's activations in it hold an inf or NaN, the sub-block decomposition would not
  * give IEEE's NaN/inf class of the exact sum, so those (row, column, super-block) contributions are
  * recomputed from the exactly decoded weights on CUDA cores (float32 fma chain of 256, within the same
  * bound). The decision depends on the row's bytes and the column's values only.
@@ -308,9 +308,9 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
     } else {
         const float da = __ldg(reinterpret_cast<const float *>(pa + QG_Q8K_D));
         const float db = __ldg(reinterpret_cast<const float *>(pb + QG_Q8K_D));
-        /* |d| > 2^120: d*q may overflow (and NaN/inf d): the special path */
-        *spa = !(fabsf(da) <= 0x1p120f);
-        *spb = !(fabsf(db) <= 0x1p120f);
+        /* |d| > 2^96 (and NaN/inf d): the special path. Below it d*S cannot overflow (|S| < 2^31). */
+        *spa = !(fabsf(da) <= 0x1p96f);
+        *spb = !(fabsf(db) <= 0x1p96f);
         float S[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++)
