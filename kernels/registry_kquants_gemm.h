@@ -3,8 +3,9 @@
  *
  * The reference runs each column through the reference GEMV (float32 accumulation in index order,
  * d = K). The CUDA kernel multiplies exact integer codes by fp16 activations on tensor cores and applies
- * the scales in float32 (reference/spec/numerics.md, "K-quant products on tensor cores"): u_acc = 2^-22
- * (the tensor-core block model of numerics.md section 5, which also covers the float32 roundings), d = K
+ * the scales in float32 (reference/spec/numerics.md, "K-quant products on tensor cores"): u_acc =
+ * QG_MMA_U_ACC = 2^-21 (qgold's tensor-core block model, "Tensor-core accumulation", which also covers
+ * the float32 roundings), d = K
  * (d_fixed 0; the longest chain is at most K/16 + K/256 + 5, never more than K for K >= 256).
  * The weight-representation terms (the scales applied after the sum, so each weight enters as a*q and
  * -b, and the float32 rounding of the decoded weight the kernel never forms) are given to the bound by
@@ -20,9 +21,9 @@
 #define QG_KQ_GEMM_REF 1
 #define QG_KQ_GEMM_CUDA QG_HAVE_CUDA
 
-/* Tensor-core accumulation (numerics.md section 5): u_acc = 2^-22, d = K; float32 / fp16 outputs. */
-#define QG_NUMERICS_KQ_MMA_F32OUT {QG_TIER_BOUNDED, 0x1p-22, 0, 0x1p-24, 0x1p-149, 0, 0x1.ffffffp127}
-#define QG_NUMERICS_KQ_MMA_F16OUT {QG_TIER_BOUNDED, 0x1p-22, 0, 0x1p-11, 0x1p-24, 0, 65520.0}
+/* Tensor-core accumulation: u_acc = QG_MMA_U_ACC (2^-21), d = K; float32 / fp16 outputs. */
+#define QG_NUMERICS_KQ_MMA_F32OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-24, 0x1p-149, 0, 0x1.ffffffp127}
+#define QG_NUMERICS_KQ_MMA_F16OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-11, 0x1p-24, 0, 65520.0}
 
 #define QG_KQ_GEMM_ROW(fmt, be, sfx, built, nm32, nm16)                                                       \
     {#fmt, "gemm", be, "qg_kq_gemm_" #sfx, QG_KIND_KQ_GEMM, QG_ELEM_F16, QG_ELEM_F32, nm32, nm16,             \

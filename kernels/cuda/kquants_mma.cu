@@ -11,7 +11,7 @@
  * and acc = acc + part once per super-block. The 4 warps of a block share 16 rows: warp w takes the
  * super-blocks w, w + 4, ... in order, and the block adds the four totals in the order 0, 1, 2, 3 (a
  * split fixed by K alone). Every product, sum and scale product is a separate float32 rounding or one
- * mma block; with the tensor-core model of numerics.md (u_acc = 2^-22) the longest chain is at most
+ * mma block; with qgold's tensor-core model (u_acc = QG_MMA_U_ACC = 2^-21) the longest chain is at most
  * K/16 + K/256 + 5, which is <= K for every K >= 256: the registry row declares d = K.
  *
  * Fragments. A warp works on 16 rows (thread lane: rows g = lane/4 and g+8, k slots of t = lane%4). Inside a
