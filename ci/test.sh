@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole suite, as CI runs it: set-up, build, regeneration check, ctest on this machine, a mutation
-# check, the ASan/UBSan build and its ctest, the aarch64 cross build and its ctest under qemu, and the
-# libFuzzer build replaying its corpus. JUnit files land in each build directory.
+# check, the adding-a-format checklist, the ASan/UBSan build and its ctest, the aarch64 cross build and
+# its ctest under qemu, and the libFuzzer build replaying its corpus. JUnit files land in each build directory.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 T0=$(date +%s)
@@ -58,6 +58,11 @@ if [ "$(uname -m)" = x86_64 ]; then
             echo "ok: $t fails on the $name mutant"
         done
     done 3<ci/mutants.txt
+
+    # Adding a format touches its own files and table rows only: walk the README's checklist with the
+    # test-only format tq8 in a scratch copy (ci/checklist.sh).
+    step "checklist: a test-only format added by table rows $(elapsed)"
+    ci/checklist.sh
 fi
 
 step "build + ctest: preset asan $(elapsed)"

@@ -16,6 +16,7 @@
 #include "registry_int8.h"
 #include "registry_int4.h"
 #include "registry_kquants_gemm.h"
+/* qgold:row-headers-end */
 #if QG_HAVE_CUDA
 #include "qgold/cuda.h"
 #endif
@@ -150,6 +151,7 @@ static const qg_kernel k_rows[] = {
     QG_INT8_ROWS,
     QG_INT4_ROWS,
     QG_KQ_GEMM_ROWS,
+    /* qgold:rows-end */
 };
 
 size_t qg_registry_count(void) { return sizeof k_rows / sizeof k_rows[0]; }

@@ -13,6 +13,7 @@ from . import fam_rans
 from . import fam_int8
 from . import fam_gguf
 from . import fam_int4
+# qgold:imports-end
 from .schema import (FixtureFile, Registry, SchemaError, attr_kind_value, describe_file,
                      manifest_entries, read_manifest, write_manifest)
 
@@ -37,6 +38,7 @@ FAMILIES += [Family(fam_rans.FORMAT, family, build) for family, build in fam_ran
 FAMILIES += [Family(fmt, family, build) for fmt, family, build in fam_int8.families()]
 FAMILIES += [Family(fam_int4.FORMAT, family, build) for family, build in fam_int4.FAMILIES]
 FAMILIES += [Family(fam_gguf.FORMAT, family, build) for family, build in fam_gguf.FAMILIES if fam_gguf.WRITABLE]
+# qgold:families-end
 # Formats whose generator cannot run here (a missing optional package, allowed by the environment):
 # their files are neither written, removed nor compared, and --check says so.
 UNCHECKED = {} if fam_gguf.WRITABLE else {fam_gguf.FORMAT: fam_gguf.UNAVAILABLE}

@@ -29,7 +29,8 @@
     X(qga_kind_int4_w4a16_decode) \
     X(qga_kind_int4_w4a16_gemv) \
     X(qga_kind_int4_import_gptq) \
-    X(qga_kind_int4_import_awq)
+    X(qga_kind_int4_import_awq) \
+    /* qgold:kinds-end */
 
 #define QGA_DECLARE(d) extern const qga_kind d;
 QGA_KINDS(QGA_DECLARE)

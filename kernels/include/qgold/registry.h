@@ -15,6 +15,7 @@
 #include "qgold/kquants.h"
 #include "qgold/rans.h"
 #include "qgold/spqr.h"
+/* qgold:includes-end */
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,6 +102,7 @@ typedef enum {
     QG_KIND_INT4_IMPORT_GPTQ = 655, /* GPTQ checkpoint tensors -> canonical layout (exact) */
     QG_KIND_INT4_IMPORT_AWQ = 656, /* AWQ checkpoint tensors -> canonical layout (exact) */
     QG_KIND_KQ_GEMM = 280, /* K-quant x fp16 activations, batch 1..64, tensor cores (bounded; numerics.md) */
+    /* qgold:kinds-end */
 } qg_kind;
 
 typedef int (*qg_convert_fn)(const void *x, void *y, size_t n);
@@ -136,6 +138,7 @@ typedef int (*qg_w4a16_gemv_fn)(const qg_w4a16 *L, const uint16_t *x, size_t x_l
 typedef int (*qg_int4_import_gptq_fn)(const qg_gptq_src *src, const qg_w4a16_out *out);
 typedef int (*qg_int4_import_awq_fn)(const qg_awq_src *src, const qg_w4a16_out *out);
 
+/* qgold:fn-types-end */
 typedef struct qg_kernel {
     const char *format;  /* "fp16" */
     const char *path;    /* "f32_to_f16" */
@@ -177,6 +180,7 @@ typedef struct qg_kernel {
         qg_w4a16_gemv_fn int4_w4a16_gemv;
         qg_int4_import_gptq_fn int4_import_gptq;
         qg_int4_import_awq_fn int4_import_awq;
+        /* qgold:fn-members-end */
     } fn;
 } qg_kernel;
 
