@@ -7,6 +7,7 @@
 
 #include "audit.h"
 #include "fixture.h"
+#include "kinds.h"
 
 #include <stdint.h>
 
@@ -29,4 +30,8 @@ void qga_storage_of(qg_elem t, qgh_dtype *dt, const char **logical);
 /* The rows / cols / batch attributes (each pointer optional), range-checked. */
 int qga_read_dims(qgh_file *f, const qgh_case_info *ci, int64_t *rows, int64_t *cols, int64_t *batch, qg_err *e);
 
+/* The on-the-fly checks of the K-quant kinds (audit_kquants_gen.c), for their descriptors. */
+size_t qga_kq_dequant_generated(const qg_kernel *k, int full, qga_generated *out, size_t max);
+size_t qga_kq_dot_generated(const qg_kernel *k, int full, qga_generated *out, size_t max);
+size_t qga_kq_gemv_generated(const qg_kernel *k, int full, qga_generated *out, size_t max);
 #endif

@@ -72,4 +72,4 @@ static int run_convert(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci,
     return run_convert_case(k, f, ci, row, e);
 }
 
-const qga_kind qga_kind_convert = {QG_KIND_CONVERT, "convert", run_convert, NULL};
+const qga_kind qga_kind_convert = {QG_KIND_CONVERT, "convert", run_convert, NULL, NULL};

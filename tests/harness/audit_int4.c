@@ -528,10 +528,10 @@ done:
     return rc;
 }
 
-const qga_kind qga_kind_int4_quantize = {QG_KIND_INT4_QUANTIZE, "int4_quantize", run_quantize, NULL};
-const qga_kind qga_kind_int4_dequant = {QG_KIND_INT4_DEQUANT, "int4_dequant", run_dequant, NULL};
-const qga_kind qga_kind_int4_gemm_packed = {QG_KIND_INT4_GEMM_PACKED, "int4_gemm_packed", run_gemm, NULL};
-const qga_kind qga_kind_int4_w4a16_decode = {QG_KIND_INT4_W4A16_DECODE, "int4_w4a16_decode", run_decode, NULL};
-const qga_kind qga_kind_int4_w4a16_gemv = {QG_KIND_INT4_W4A16_GEMV, "int4_w4a16_gemv", run_gemv, NULL};
-const qga_kind qga_kind_int4_import_gptq = {QG_KIND_INT4_IMPORT_GPTQ, "int4_import_gptq", run_import, NULL};
-const qga_kind qga_kind_int4_import_awq = {QG_KIND_INT4_IMPORT_AWQ, "int4_import_awq", run_import, NULL};
+const qga_kind qga_kind_int4_quantize = {QG_KIND_INT4_QUANTIZE, "int4_quantize", run_quantize, NULL, NULL};
+const qga_kind qga_kind_int4_dequant = {QG_KIND_INT4_DEQUANT, "int4_dequant", run_dequant, NULL, NULL};
+const qga_kind qga_kind_int4_gemm_packed = {QG_KIND_INT4_GEMM_PACKED, "int4_gemm_packed", run_gemm, NULL, NULL};
+const qga_kind qga_kind_int4_w4a16_decode = {QG_KIND_INT4_W4A16_DECODE, "int4_w4a16_decode", run_decode, NULL, NULL};
+const qga_kind qga_kind_int4_w4a16_gemv = {QG_KIND_INT4_W4A16_GEMV, "int4_w4a16_gemv", run_gemv, NULL, NULL};
+const qga_kind qga_kind_int4_import_gptq = {QG_KIND_INT4_IMPORT_GPTQ, "int4_import_gptq", run_import, NULL, NULL};
+const qga_kind qga_kind_int4_import_awq = {QG_KIND_INT4_IMPORT_AWQ, "int4_import_awq", run_import, NULL, NULL};

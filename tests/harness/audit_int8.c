@@ -440,7 +440,7 @@ done:
     return rc;
 }
 
-const qga_kind qga_kind_int8_quantize = {QG_KIND_INT8_QUANTIZE, "int8_quantize", run_quantize, NULL};
-const qga_kind qga_kind_int8_dequant = {QG_KIND_INT8_DEQUANT, "int8_dequant", run_dequant, NULL};
-const qga_kind qga_kind_int8_w8a8 = {QG_KIND_INT8_W8A8, "int8_w8a8", run_w8a8, NULL};
-const qga_kind qga_kind_int8_w8a16 = {QG_KIND_INT8_W8A16, "int8_w8a16", run_w8a16, NULL};
+const qga_kind qga_kind_int8_quantize = {QG_KIND_INT8_QUANTIZE, "int8_quantize", run_quantize, NULL, NULL};
+const qga_kind qga_kind_int8_dequant = {QG_KIND_INT8_DEQUANT, "int8_dequant", run_dequant, NULL, NULL};
+const qga_kind qga_kind_int8_w8a8 = {QG_KIND_INT8_W8A8, "int8_w8a8", run_w8a8, NULL, NULL};
+const qga_kind qga_kind_int8_w8a16 = {QG_KIND_INT8_W8A16, "int8_w8a16", run_w8a16, NULL, NULL};

@@ -301,7 +301,7 @@ done:
     return rc;
 }
 
-const qga_kind qga_kind_kq_dequant = {QG_KIND_KQ_DEQUANT, "kq_dequant", run_kq_dequant_case, NULL};
-const qga_kind qga_kind_kq_quantize = {QG_KIND_KQ_QUANTIZE, "kq_quantize", run_kq_quantize_case, NULL};
-const qga_kind qga_kind_kq_dot = {QG_KIND_KQ_DOT, "kq_dot", run_kq_dot_case, NULL};
-const qga_kind qga_kind_kq_gemv = {QG_KIND_KQ_GEMV, "kq_gemv", run_kq_gemv_case, NULL};
+const qga_kind qga_kind_kq_dequant = {QG_KIND_KQ_DEQUANT, "kq_dequant", run_kq_dequant_case, NULL, qga_kq_dequant_generated};
+const qga_kind qga_kind_kq_quantize = {QG_KIND_KQ_QUANTIZE, "kq_quantize", run_kq_quantize_case, NULL, NULL};
+const qga_kind qga_kind_kq_dot = {QG_KIND_KQ_DOT, "kq_dot", run_kq_dot_case, NULL, qga_kq_dot_generated};
+const qga_kind qga_kind_kq_gemv = {QG_KIND_KQ_GEMV, "kq_gemv", run_kq_gemv_case, NULL, qga_kq_gemv_generated};

@@ -211,4 +211,4 @@ static int kq_gemm_shares(const qg_kernel *k, const qgh_case_info *ci)
     return strcmp(ci->path, "gemv") == 0 && strcmp(ci->error, "kq_batch_out_of_range") != 0;
 }
 
-const qga_kind qga_kind_kq_gemm = {QG_KIND_KQ_GEMM, "kq_gemm", run_kq_gemm_case, kq_gemm_shares};
+const qga_kind qga_kind_kq_gemm = {QG_KIND_KQ_GEMM, "kq_gemm", run_kq_gemm_case, kq_gemm_shares, NULL};

@@ -357,8 +357,8 @@ static int shares_int8_gemv(const qg_kernel *k, const qgh_case_info *ci)
     return strcmp(ci->path, "gemv") == 0;
 }
 
-const qga_kind qga_kind_rans_normalize = {QG_KIND_RANS_NORMALIZE, "rans_normalize", run_normalize, NULL};
-const qga_kind qga_kind_rans_encode = {QG_KIND_RANS_ENCODE, "rans_encode", run_encode, NULL};
-const qga_kind qga_kind_rans_decode = {QG_KIND_RANS_DECODE, "rans_decode", run_decode_any, shares_decode};
-const qga_kind qga_kind_rans_gemv = {QG_KIND_RANS_GEMV, "rans_gemv", run_gemv_any, shares_gemv};
-const qga_kind qga_kind_int8_gemv = {QG_KIND_INT8_GEMV, "rans_int8_gemv", run_gemv, shares_int8_gemv};
+const qga_kind qga_kind_rans_normalize = {QG_KIND_RANS_NORMALIZE, "rans_normalize", run_normalize, NULL, NULL};
+const qga_kind qga_kind_rans_encode = {QG_KIND_RANS_ENCODE, "rans_encode", run_encode, NULL, NULL};
+const qga_kind qga_kind_rans_decode = {QG_KIND_RANS_DECODE, "rans_decode", run_decode_any, shares_decode, NULL};
+const qga_kind qga_kind_rans_gemv = {QG_KIND_RANS_GEMV, "rans_gemv", run_gemv_any, shares_gemv, NULL};
+const qga_kind qga_kind_int8_gemv = {QG_KIND_INT8_GEMV, "rans_int8_gemv", run_gemv, shares_int8_gemv, NULL};

@@ -269,5 +269,5 @@ static int shares_dequant(const qg_kernel *k, const qgh_case_info *ci)
     return strcmp(ci->path, "gemv") == 0 && strcmp(ci->expect, "invalid") == 0;
 }
 
-const qga_kind qga_kind_spqr_dequant = {QG_KIND_SPQR_DEQUANT, "spqr_dequant", run_spqr_case, shares_dequant};
-const qga_kind qga_kind_spqr_gemv = {QG_KIND_SPQR_GEMV, "spqr_gemv", run_spqr_case, NULL};
+const qga_kind qga_kind_spqr_dequant = {QG_KIND_SPQR_DEQUANT, "spqr_dequant", run_spqr_case, shares_dequant, NULL};
+const qga_kind qga_kind_spqr_gemv = {QG_KIND_SPQR_GEMV, "spqr_gemv", run_spqr_case, NULL, NULL};

@@ -8,6 +8,22 @@
 #include "audit.h"
 #include "fixture.h"
 
+/* A check made on the fly from the pinned stream (random bytes as blocks, large shapes), judged like a
+ * fixture case: `run` compares the kernel with the reference at its tier through guarded calls. */
+typedef struct {
+    const qg_kernel *k;
+    size_t rows, cols, batch;
+    int random_scales; /* 1: every byte random (scales may be inf/NaN); 0: ordinary scales */
+    int rounds;        /* independent inputs drawn */
+} qga_gen_params;
+
+typedef struct {
+    const char *label; /* "random blocks", "full 4096x14336 b4" */
+    int large;         /* a --full shape: callers allow it more time */
+    int (*run)(const qga_gen_params *g, qg_audit_row *row, qg_err *e);
+    qga_gen_params params;
+} qga_generated;
+
 typedef struct qga_kind {
     qg_kind kind;
     const char *name; /* "kq_gemv": the kind's name in messages */
@@ -19,6 +35,9 @@ typedef struct qga_kind {
     /* Whether the kernel also runs a case of another path (a decoder runs the encoder's cases, every
      * reader the corrupt corpus); NULL: only cases whose path is the kernel's own. */
     int (*shares)(const qg_kernel *k, const qgh_case_info *ci);
+    /* The on-the-fly checks of kernel k (with `full`, the large shapes too) into out[0..max); returns
+     * how many. NULL: the kind has none. */
+    size_t (*generated)(const qg_kernel *k, int full, qga_generated *out, size_t max);
 } qga_kind;
 
 /* The descriptor of a kind; NULL when none is registered. */

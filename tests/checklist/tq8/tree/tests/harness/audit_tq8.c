@@ -53,4 +53,4 @@ static int run_tq8_dequant(const qg_kernel *k, qgh_file *f, const qgh_case_info 
     return rc;
 }
 
-const qga_kind qga_kind_tq8_dequant = {QG_KIND_TQ8_DEQUANT, "tq8_dequant", run_tq8_dequant, NULL};
+const qga_kind qga_kind_tq8_dequant = {QG_KIND_TQ8_DEQUANT, "tq8_dequant", run_tq8_dequant, NULL, NULL};
