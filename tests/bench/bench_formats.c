@@ -74,8 +74,8 @@ static const qg_bench_format k_formats[] = {
     {is_kquant, 1, rule_kquants, measures_kquants, qg_bench_cpu_kquants, QG_BENCH_GPU(gpu_kquants_gemv_gemm)},
     {is_spqr, 1, rule_spqr, measures_spqr, qg_bench_cpu_spqr, QG_BENCH_GPU(qg_bench_gpu_spqr)},
     {is_rans, 1, NULL, measures_rans, qg_bench_cpu_rans, QG_BENCH_GPU(qg_bench_gpu_rans)},
-    {is_int8, 0, NULL, measures_int8, NULL, QG_BENCH_GPU(qg_bench_gpu_int8)},
-    {is_int4, 0, NULL, measures_int4, NULL, QG_BENCH_GPU(qg_bench_gpu_int4)},
+    {is_int8, 1, NULL, measures_int8, NULL, QG_BENCH_GPU(qg_bench_gpu_int8)},
+    {is_int4, 1, NULL, measures_int4, NULL, QG_BENCH_GPU(qg_bench_gpu_int4)},
     /* qgold:bench-formats-end */
 };
 
