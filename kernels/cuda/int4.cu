@@ -469,7 +469,8 @@ int check_gemm_args(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M
     if (L == nullptr || x == nullptr || (y32 == nullptr && y16 == nullptr)) return QG_ERR_argument_invalid;
     int rc = qg_w4a16_validate(L);
     if (rc != QG_ERR_ok) return rc;
-    if (M == 0 || M > (size_t)QG_W4A16_TC_MAX_M) return QG_ERR_shape_invalid;
+    /* the reference's error for a batch of 0; above the kernel's largest M the same name */
+    if (M == 0 || M > (size_t)QG_W4A16_TC_MAX_M) return QG_ERR_batch_invalid;
     if (x_len != M * L->K) return QG_ERR_size_mismatch;
     return QG_ERR_ok;
 }

@@ -483,7 +483,7 @@ static void test_errors(void)
     b.qweight = NULL;
     cases[nc++] = (err_case){"NULL qweight", b, x, 128, 2, QG_ERR_argument_invalid};
     cases[nc++] = (err_case){"NULL x", l.L, NULL, 128, 2, QG_ERR_argument_invalid};
-    cases[nc++] = (err_case){"M = 0", l.L, x, 0, 0, QG_ERR_shape_invalid};
+    cases[nc++] = (err_case){"M = 0", l.L, x, 0, 0, QG_ERR_batch_invalid};
     uint8_t zbad[32];
     memcpy(zbad, l.z, 32);
     zbad[5] = 16;
