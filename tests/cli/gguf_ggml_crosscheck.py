@@ -3,16 +3,17 @@
 
 usage: gguf_ggml_crosscheck.py QGOLD TMP_DIR
 
-Weights from the pinned stream are quantized to Q4_K, Q5_K and Q6_K by ggml's own quantizer (the PyPI
-package ggml-python, ggml_quantize_chunk without an importance matrix) and written, with an F16 and an
+Weights from the pinned stream are quantized to Q4_K, Q5_K and Q6_K by ggml's own quantizer
+(ggml_quantize_chunk without an importance matrix: from the ggml-python package, or from the libggml-base
+that `ci/setup.sh --ggml` builds out of llama-cpp-python's sources) and written, with an F16 and an
 F32 tensor, by gguf-py's GGUFWriter. Then:
   * `qgold gguf check --gemv` passes (container, per-block rule, every backend's bits, every GEMV);
   * `qgold gguf dequant` of each K-quant tensor equals gguf-py's numpy dequantization bit for bit;
   * the fraction of blocks byte-identical to qgold's own quantizer (generators/qgold_gen/kquants.py) is
     printed, not judged (ggml may be built with FMA contraction, which changes some roundings).
 
-Needs `ggml` (ggml-python) and `gguf` in the running python; without them it exits 77 (skipped). Set
-QG_GGML_PYTHON to a python that has both to run it from ctest.
+Needs `gguf` in the running python and one of the two ggml quantizers; without them it exits 77
+(skipped, saying which is missing).
 """
 
 import os
@@ -25,28 +26,47 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "generators"))
 try:
     import ctypes
 
-    import ggml
     import gguf
     import gguf.quants
     import numpy as np
     from gguf import GGMLQuantizationType as T
     from gguf import GGUFWriter
 except Exception as e:  # ImportError or a broken install
-    print(f"skipped: needs ggml-python and gguf ({type(e).__name__}: {e})")
+    print(f"skipped: needs gguf and numpy ({type(e).__name__}: {e})")
     sys.exit(77)
+
+# ggml's quantizer: the ggml-python package if the python has it, else ggml's own C library through its
+# public function ggml_quantize_chunk (ci/setup.sh --ggml builds libggml-base into .venv/ggml/lib; the
+# directory may be named by QGOLD_GGML_LIB_DIR). ggml's type ids are gguf-py's GGMLQuantizationType values.
+try:
+    import ggml as _ggml_python
+
+    ggml_quantize_chunk = _ggml_python.ggml_quantize_chunk
+    GGML_FROM = "ggml-python"
+except Exception:
+    lib_dir = os.environ.get("QGOLD_GGML_LIB_DIR") or os.path.join(HERE, "..", "..", ".venv", "ggml", "lib")
+    try:
+        _lib = ctypes.CDLL(os.path.join(lib_dir, "libggml-base.so"))
+    except OSError as e:
+        print(f"skipped: needs ggml's quantizer: ggml-python, or libggml-base.so from ci/setup.sh --ggml ({e})")
+        sys.exit(77)
+    ggml_quantize_chunk = _lib.ggml_quantize_chunk
+    ggml_quantize_chunk.restype = ctypes.c_size_t
+    ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_int64,
+                                    ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_float)]
+    GGML_FROM = f"libggml-base.so in {os.path.abspath(lib_dir)}"
 
 from qgold_gen import kquants as kq  # noqa: E402
 from qgold_gen.rng import Stream  # noqa: E402
 
-TYPES = {"q4_k": (T.Q4_K, ggml.GGML_TYPE_Q4_K, 144), "q5_k": (T.Q5_K, ggml.GGML_TYPE_Q5_K, 176),
-         "q6_k": (T.Q6_K, ggml.GGML_TYPE_Q6_K, 210)}
+TYPES = {"q4_k": (T.Q4_K, int(T.Q4_K), 144), "q5_k": (T.Q5_K, int(T.Q5_K), 176), "q6_k": (T.Q6_K, int(T.Q6_K), 210)}
 
 
 def ggml_quantize(gtype, x: np.ndarray, block_bytes: int) -> np.ndarray:
     rows, cols = x.shape
     x = np.ascontiguousarray(x, dtype=np.float32)
     out = np.zeros(rows * cols // 256 * block_bytes, np.uint8)
-    n = ggml.ggml_quantize_chunk(gtype, x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), out.ctypes.data_as(ctypes.c_void_p),
+    n = ggml_quantize_chunk(gtype, x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), out.ctypes.data_as(ctypes.c_void_p),
                                  0, rows, cols, None)
     assert n == out.size, (n, out.size)
     return out.reshape(rows, -1)
@@ -56,6 +76,7 @@ def main() -> int:
     qgold, tmp = sys.argv[1], sys.argv[2]
     os.makedirs(tmp, exist_ok=True)
     path = os.path.join(tmp, "ggml_quantized.gguf")
+    print(f"ggml quantizer: {GGML_FROM}")
     w = GGUFWriter(path, "llama")
     w.add_string("general.name", "qgold cross-check: ggml quantizer, gguf-py writer")
     w.add_uint32("llama.block_count", 1)

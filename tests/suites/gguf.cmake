@@ -22,9 +22,9 @@ endif()
 qg_test_exe(test_gguf_large unit/test_gguf_large.c)
 qg_add_test(NAME large.gguf.stream LABELS large COMMAND test_gguf_large $<TARGET_FILE:qgold> ${CMAKE_CURRENT_BINARY_DIR}/tmp 8 TIMEOUT 3600)
 
-# A file made entirely by third parties: ggml's quantizer (ggml-python) and gguf-py's writer; qgold's
-# check passes and its dequantization equals gguf-py's. Skipped (77) where the python lacks ggml-python,
-# which is not pinned: point QG_GGML_PYTHON at a python that has it.
+# A file made entirely by third parties: ggml's quantizer (libggml-base from ci/setup.sh --ggml, or the
+# ggml-python package) and gguf-py's writer; qgold's check passes and its dequantization equals gguf-py's.
+# Skipped (77), saying why, where neither quantizer is installed.
 set(QG_GGML_PYTHON "" CACHE FILEPATH "Python with ggml-python and gguf for cli.gguf.ggml (default: QG_PYTHON)")
 if(NOT CMAKE_CROSSCOMPILING AND (QG_GGML_PYTHON OR QG_PYTHON_OK))
   if(QG_GGML_PYTHON)
