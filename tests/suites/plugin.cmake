@@ -20,6 +20,9 @@ set(qg_verify sh ${CMAKE_CURRENT_SOURCE_DIR}/plugins/expect_verify.sh)
 set(qg_qgold ${CMAKE_CROSSCOMPILING_EMULATOR} $<TARGET_FILE:qgold> verify --golden ${QG_GOLDEN})
 # A correct plugin passes: every kernel row PASS, exit 0 (and the output says so).
 qg_add_test(NAME plugin.example LABELS "unit;plugin" COMMAND ${qg_verify} 0 "PASS" ${qg_qgold} --plugin ${QG_PLUGIN_DIR}/example_q4k.so)
+# The README prints this plugin; the copy there must be the file.
+qg_add_test(NAME plugin.readme LABELS "unit;plugin" COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/plugins/test_readme.sh ${CMAKE_SOURCE_DIR}/README.md
+            ${CMAKE_CURRENT_SOURCE_DIR}/plugins/example_q4k.c ${CMAKE_CURRENT_BINARY_DIR}/tmp/plugin-readme)
 qg_add_test(NAME plugin.good LABELS "unit;plugin" COMMAND ${qg_verify} 0 "0 failed" ${qg_qgold} --plugin ${QG_PLUGIN_DIR}/modes_good.so)
 
 # mode | kernels it concerns (--path) | expected output. The crash patterns name the signal where no
