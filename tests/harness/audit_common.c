@@ -91,3 +91,18 @@ int qga_guard_fail(qgh_file *f, const qgh_case_info *ci, int rc, qg_err *e)
     snprintf(tmp, sizeof tmp, "%s", e->msg);
     return qg_err_set(e, rc, "%s: case %s: %s", qgh_name(f), ci->case_id, tmp);
 }
+
+int qga_kq_product_call(void *vc, void *out)
+{
+    const qga_kq_product *c = vc;
+    return c->fn(c->t, c->w, c->nbytes, c->rows, c->cols, c->x, c->batch, c->f16 ? NULL : out, c->f16 ? out : NULL);
+}
+
+int qga_kq_product_column(void *vc, size_t b, void *out)
+{
+    qga_kq_product one = *(const qga_kq_product *)vc;
+    one.x += b * one.cols;
+    one.batch = 1;
+    one.f16 = 0;
+    return qga_kq_product_call(&one, out);
+}

@@ -34,4 +34,18 @@ int qga_read_dims(qgh_file *f, const qgh_case_info *ci, int64_t *rows, int64_t *
 size_t qga_kq_dequant_generated(const qg_kernel *k, int full, qga_generated *out, size_t max);
 size_t qga_kq_dot_generated(const qg_kernel *k, int full, qga_generated *out, size_t max);
 size_t qga_kq_gemv_generated(const qg_kernel *k, int full, qga_generated *out, size_t max);
+/* One K-quant product call (the fused GEMV and the tensor-core gemm take the same arguments): the
+ * function and its arguments, float32 output unless f16. qga_kq_product_call is a qg_guarded_fn,
+ * qga_kq_product_column a qga_column_fn (column b alone, float32). */
+typedef struct {
+    qg_kq_gemv_fn fn;
+    qg_ktype t;
+    const void *w;
+    size_t nbytes, rows, cols, batch;
+    const uint16_t *x;
+    int f16;
+} qga_kq_product;
+int qga_kq_product_call(void *ctx, void *out);
+int qga_kq_product_column(void *ctx, size_t b, void *out);
+
 #endif

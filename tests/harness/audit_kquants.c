@@ -209,29 +209,6 @@ done:
     return rc;
 }
 
-typedef struct {
-    const qg_kernel *k;
-    qg_ktype t;
-    const void *w;
-    size_t nbytes, rows, cols, batch;
-    const uint16_t *x;
-    int f16;
-} kq_gemv_ctx;
-
-static int call_kq_gemv(void *vc, void *out)
-{
-    kq_gemv_ctx *c = vc;
-    return c->k->fn.kq_gemv(c->t, c->w, c->nbytes, c->rows, c->cols, c->x, c->batch, c->f16 ? NULL : out, c->f16 ? out : NULL);
-}
-
-static int call_kq_gemv_column(void *vc, size_t b, void *out)
-{
-    kq_gemv_ctx one = *(const kq_gemv_ctx *)vc;
-    one.x += b * one.cols;
-    one.batch = 1;
-    one.f16 = 0;
-    return call_kq_gemv(&one, out);
-}
 
 static int run_kq_gemv_case(const qg_kernel *k, qgh_file *f, const qgh_case_info *ci, qg_audit_row *row, qg_err *e)
 {
@@ -246,20 +223,20 @@ static int run_kq_gemv_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
     size_t dx[2] = {(size_t)batch, (size_t)cols};
     if ((rc = qgh_read(f, ci->name, "x", QGH_U16, "float16", 2, dx, &x, e))) goto done;
     const size_t ny = (size_t)rows * (size_t)batch;
-    kq_gemv_ctx c = {k, (qg_ktype)qg_kq_from_name(k->format), w.data, w.count, (size_t)rows, (size_t)cols, (size_t)batch, x.data, 0};
+    qga_kq_product c = {k->fn.kq_gemv, (qg_ktype)qg_kq_from_name(k->format), w.data, w.count, (size_t)rows, (size_t)cols, (size_t)batch, x.data, 0};
     float *y = malloc((ny ? ny : 1) * 4), *yb = malloc((size_t)rows * 4 + 4);
     uint16_t *y16 = malloc((ny ? ny : 1) * 2);
     if (!y || !yb || !y16) {
         rc = qg_err_set(e, QG_ERR_alloc_failed, "out of memory");
     } else if (strcmp(ci->expect, "invalid") == 0) {
-        rc = qga_expect_error(f, ci, call_kq_gemv(&c, y), e);
+        rc = qga_expect_error(f, ci, qga_kq_product_call(&c, y), e);
     } else {
         size_t dy[2] = {(size_t)batch, (size_t)rows};
         if ((rc = qgh_read(f, ci->name, "ystar", QGH_F64, NULL, 2, dy, &ystar, e)) ||
             (rc = qgh_read(f, ci->name, "sum_abs", QGH_F64, NULL, 2, dy, &sabs, e)))
             goto out;
         qg_bound_report br;
-        if ((rc = qg_call_guarded(call_kq_gemv, &c, y, ny, 4, e))) {
+        if ((rc = qg_call_guarded(qga_kq_product_call, &c, y, ny, 4, e))) {
             qga_guard_fail(f, ci, rc, e);
             goto out;
         }
@@ -271,7 +248,7 @@ static int run_kq_gemv_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
             goto out;
         }
         c.f16 = 1;
-        if ((rc = qg_call_guarded(call_kq_gemv, &c, y16, ny, 2, e))) {
+        if ((rc = qg_call_guarded(qga_kq_product_call, &c, y16, ny, 2, e))) {
             qga_guard_fail(f, ci, rc, e);
             goto out;
         }
@@ -285,8 +262,8 @@ static int run_kq_gemv_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
         }
         /* Batch invariance: each column alone gives the bits it had inside the batch. */
         c.f16 = 0;
-        if ((rc = qg_call_guarded(call_kq_gemv, &c, y, ny, 4, e))) goto out;
-        if ((rc = qga_batch_invariance(f, ci, call_kq_gemv_column, &c, y, (size_t)batch, (size_t)rows, yb, e))) goto out;
+        if ((rc = qg_call_guarded(qga_kq_product_call, &c, y, ny, 4, e))) goto out;
+        if ((rc = qga_batch_invariance(f, ci, qga_kq_product_column, &c, y, (size_t)batch, (size_t)rows, yb, e))) goto out;
         row->elements += 2 * ny;
     }
 out:

@@ -88,43 +88,20 @@ int qg_kq_gemm_bound_terms(qg_ktype t, const uint8_t *w, size_t rows, size_t col
     return rc;
 }
 
-typedef struct {
-    const qg_kernel *k;
-    qg_ktype t;
-    const void *w;
-    size_t nbytes, rows, cols, batch;
-    const uint16_t *x;
-    int f16;
-} kq_gemm_ctx;
-
-static int call_kq_gemm(void *vc, void *out)
-{
-    kq_gemm_ctx *c = vc;
-    return c->k->fn.kq_gemm(c->t, c->w, c->nbytes, c->rows, c->cols, c->x, c->batch, c->f16 ? NULL : out, c->f16 ? out : NULL);
-}
-
-static int call_kq_gemm_column(void *vc, size_t b, void *out)
-{
-    kq_gemm_ctx one = *(const kq_gemm_ctx *)vc;
-    one.x += b * one.cols;
-    one.batch = 1;
-    one.f16 = 0;
-    return call_kq_gemm(&one, out);
-}
 
 /* Each column of y (batch columns) inside a batch of QG_KQ_GEMM_MAX_BATCH made of the columns repeated. */
-static int batch64_invariance(qgh_file *f, const qgh_case_info *ci, const kq_gemm_ctx *c, const float *y, qg_err *e)
+static int batch64_invariance(qgh_file *f, const qgh_case_info *ci, const qga_kq_product *c, const float *y, qg_err *e)
 {
     const size_t B = QG_KQ_GEMM_MAX_BATCH;
     uint16_t *x64 = malloc(B * c->cols * 2);
     float *y64 = malloc(B * c->rows * 4);
     int rc = (x64 && y64) ? QG_ERR_ok : qg_err_set(e, QG_ERR_alloc_failed, "out of memory");
     for (size_t b = 0; rc == QG_ERR_ok && b < B; b++) memcpy(x64 + b * c->cols, c->x + (b % c->batch) * c->cols, c->cols * 2);
-    kq_gemm_ctx c64 = *c;
+    qga_kq_product c64 = *c;
     c64.x = x64;
     c64.batch = B;
     c64.f16 = 0;
-    if (rc == QG_ERR_ok && (rc = qg_call_guarded(call_kq_gemm, &c64, y64, B * c->rows, 4, e)) != QG_ERR_ok) qga_guard_fail(f, ci, rc, e);
+    if (rc == QG_ERR_ok && (rc = qg_call_guarded(qga_kq_product_call, &c64, y64, B * c->rows, 4, e)) != QG_ERR_ok) qga_guard_fail(f, ci, rc, e);
     for (size_t b = 0; rc == QG_ERR_ok && b < B; b++)
         if (memcmp(y64 + b * c->rows, y + (b % c->batch) * c->rows, c->rows * 4) != 0)
             rc = qg_err_set(e, QG_ERR_mismatch, "%s: case %s: column %zu of a batch of %zu differs from column %zu of the fixture's batch "
@@ -148,7 +125,7 @@ static int run_kq_gemm_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
     uint16_t *y16 = NULL;
     double *ys = NULL, *sa = NULL, *se = NULL;
     if ((rc = qgh_read(f, ci->name, "x", QGH_U16, "float16", 2, dx, &x, e))) goto done;
-    kq_gemm_ctx c = {k, (qg_ktype)qg_kq_from_name(k->format), w.data, w.count, (size_t)rows, (size_t)cols, (size_t)batch, x.data, 0};
+    qga_kq_product c = {k->fn.kq_gemm, (qg_ktype)qg_kq_from_name(k->format), w.data, w.count, (size_t)rows, (size_t)cols, (size_t)batch, x.data, 0};
     y = malloc((ny ? ny : 1) * 4);
     yb = malloc((size_t)rows * 4 + 4);
     y16 = malloc((ny ? ny : 1) * 2);
@@ -160,7 +137,7 @@ static int run_kq_gemm_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
         goto done;
     }
     if (strcmp(ci->expect, "invalid") == 0) {
-        rc = qga_expect_error(f, ci, call_kq_gemm(&c, y), e);
+        rc = qga_expect_error(f, ci, qga_kq_product_call(&c, y), e);
         goto done;
     }
     if ((rc = qg_kq_gemm_bound_terms(c.t, w.data, c.rows, c.cols, x.data, c.batch, ys, sa, se)) != QG_ERR_ok) {
@@ -170,7 +147,7 @@ static int run_kq_gemm_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
     qg_bound_report br;
     for (int v = 0; v < 2; v++) {
         c.f16 = v;
-        if ((rc = qg_call_guarded(call_kq_gemm, &c, v ? (void *)y16 : (void *)y, ny, v ? 2 : 4, e))) {
+        if ((rc = qg_call_guarded(qga_kq_product_call, &c, v ? (void *)y16 : (void *)y, ny, v ? 2 : 4, e))) {
             qga_guard_fail(f, ci, rc, e);
             goto done;
         }
@@ -185,11 +162,11 @@ static int run_kq_gemm_case(const qg_kernel *k, qgh_file *f, const qgh_case_info
         }
     }
     c.f16 = 0;
-    if ((rc = qg_call_guarded(call_kq_gemm, &c, y, ny, 4, e))) {
+    if ((rc = qg_call_guarded(qga_kq_product_call, &c, y, ny, 4, e))) {
         qga_guard_fail(f, ci, rc, e);
         goto done;
     }
-    if ((rc = qga_batch_invariance(f, ci, call_kq_gemm_column, &c, y, (size_t)batch, (size_t)rows, yb, e))) goto done;
+    if ((rc = qga_batch_invariance(f, ci, qga_kq_product_column, &c, y, (size_t)batch, (size_t)rows, yb, e))) goto done;
     if (batch > 0 && (rc = batch64_invariance(f, ci, &c, y, e))) goto done;
     row->elements += 2 * ny;
 done:
