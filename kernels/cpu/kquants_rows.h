@@ -16,7 +16,7 @@
  *   float kq_f16(uint16_t h);  uint16_t kq_to_f16(float y);
  *       fp16 -> float32 (exact), float32 -> fp16 rounded to nearest even;
  *   float kq_fma(float a, float b, float c);
- *       a*b + c rounded once;
+ *       a*b + c rounded once; used by the scalar dot step below, so needed only without KQ_HAVE_DOT_SUMS;
  *   void kq_deq_block(const kq_prep *p, int op, int sh, int q4, void *y, int f16out);
  *       the 256 weights of a prepared block (op: OP_*, sh: kq_scale_shift, q4: Q4_K) into y, float32 or
  *       fp16 (rounded once);

@@ -18,6 +18,7 @@
 #include <ggml-cpu.h>
 #include <ggml.h>
 
+#include "qgold/cpu_features.h"
 #include "qgold/kernels_kquants.h"
 #include "qgold/kquants.h"
 #include "qgold/kquants_layout.h"
@@ -88,7 +89,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "kqdot_vs_ggml: REPS must be 11..%d\n", MAXREPS);
         return 2;
     }
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c")) {
+    if (!(qg_cpu_features() & QG_CPU_AVX2)) { /* AVX2 with F16C and FMA, as dispatch decides */
         fprintf(stderr, "kqdot_vs_ggml: this CPU lacks AVX2/FMA/F16C\n");
         return 77;
     }

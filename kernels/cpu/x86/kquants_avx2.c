@@ -513,8 +513,6 @@ QG_INLINE void kq_q4_rows_b1(const uint8_t *w0, size_t rb, size_t nb, const floa
 }
 
 
-QG_INLINE float kq_fma(float a, float b, float c) { return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c))); }
-
 /* n fp16 activations (n a multiple of 256) to float32, exact; xf 32-byte aligned. */
 static void kq_convert_x(const uint16_t *x, size_t n, float *xf)
 {
