@@ -12,6 +12,7 @@
 #include "common.cuh"
 
 #include <string.h>
+#include "qgold/cuda.h"
 #include "qgold/kernels_fp16.h"
 
 namespace {
@@ -59,30 +60,32 @@ __global__ void k_bf16_to_f32(const uint16_t *x, uint32_t *y, size_t n)
         y[i] = (uint32_t)x[i] << 16;
 }
 
-/* Host side: copy in, run on a guarded output, copy out. */
+/* Host side: the kernel and its sizes; qg_cuda_run uploads, guards the output and copies back. */
+template <typename In, typename Out>
+struct convert_call {
+    void (*kernel)(const In *, Out *, size_t);
+    size_t n;
+};
+
+template <typename In, typename Out>
+int launch_convert(const void *ctx, void *const *dev, void *stream)
+{
+    const convert_call<In, Out> *c = (const convert_call<In, Out> *)ctx;
+    const unsigned threads = 256;
+    size_t blocks = (c->n + threads - 1) / threads;
+    if (blocks > 65535u * 16u) blocks = 65535u * 16u; /* grid-stride loop covers the rest */
+    c->kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)stream>>>((const In *)dev[0], (Out *)dev[1], c->n);
+    return QG_ERR_ok;
+}
+
 template <typename In, typename Out>
 int run_convert(void (*kernel)(const In *, Out *, size_t), const In *x, Out *y, size_t n)
 {
     if (n > 0 && (x == nullptr || y == nullptr)) return QG_ERR_argument_invalid;
     if (n == 0) return QG_ERR_ok;
-    int rc = QG_ERR_ok;
-    In *dx = nullptr;
-    qg_guarded_dev gy = {};
-    const unsigned threads = 256;
-    size_t blocks = (n + threads - 1) / threads;
-    if (blocks > 65535u * 16u) blocks = 65535u * 16u; /* grid-stride loop covers the rest */
-    QG_CUDA_TRY(cudaMalloc((void **)&dx, n * sizeof(In)));
-    QG_CUDA_TRY(cudaMemcpy(dx, x, n * sizeof(In), cudaMemcpyHostToDevice));
-    rc = qg_guarded_dev_alloc(&gy, y, n * sizeof(Out));
-    if (rc != QG_ERR_ok) goto done;
-    kernel<<<(unsigned)blocks, threads>>>(dx, (Out *)gy.payload, n);
-    QG_CUDA_TRY(cudaGetLastError());
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    rc = qg_guarded_dev_finish(&gy, y);
-done:
-    if (dx != nullptr) cudaFree(dx);
-    qg_guarded_dev_free(&gy);
-    return rc;
+    const convert_call<In, Out> c = {kernel, n};
+    const qg_cuda_buf bufs[2] = {{QG_CUDA_IN, (void *)x, n * sizeof(In)}, {QG_CUDA_OUT, y, n * sizeof(Out)}};
+    return qg_cuda_run(bufs, 2, launch_convert<In, Out>, &c);
 }
 
 } // namespace

@@ -125,3 +125,49 @@ void qg_guarded_dev_free(qg_guarded_dev *g)
     if (g->base != NULL) g_hooks->release(g->base);
     g->base = NULL;
 }
+
+extern "C" int qg_cuda_run(const qg_cuda_buf *bufs, size_t n, qg_cuda_launch_fn launch, const void *ctx)
+{
+    enum { MAX_BUFS = 16 };
+    if (n > MAX_BUFS || (n > 0 && bufs == NULL) || launch == NULL) return QG_ERR_argument_invalid;
+    void *dev[MAX_BUFS] = {};
+    qg_guarded_dev out[MAX_BUFS] = {};
+    /* The per-thread default stream: a real stream handle every CUDA runtime in the process understands,
+     * so a launcher compiled elsewhere (a plugin) can enqueue on it. */
+    cudaStream_t stream = cudaStreamPerThread;
+    int rc = QG_ERR_ok;
+    for (size_t i = 0; i < n && rc == QG_ERR_ok; i++) {
+        const qg_cuda_buf *b = &bufs[i];
+        if (b->bytes == 0) continue;
+        switch (b->role) {
+        case QG_CUDA_IN:
+            if (b->host == NULL) rc = QG_ERR_argument_invalid;
+            if (rc == QG_ERR_ok) rc = qg_cuda_alloc(&dev[i], b->bytes);
+            if (rc == QG_ERR_ok) rc = qg_cuda_to_device(dev[i], b->host, b->bytes);
+            break;
+        case QG_CUDA_OUT:
+            if (b->host == NULL) rc = QG_ERR_argument_invalid;
+            if (rc == QG_ERR_ok) rc = qg_guarded_dev_alloc(&out[i], b->host, b->bytes);
+            dev[i] = out[i].payload;
+            break;
+        case QG_CUDA_SCRATCH:
+            rc = qg_cuda_alloc(&dev[i], b->bytes);
+            if (rc == QG_ERR_ok) rc = qg_cuda_fill(dev[i], 0, b->bytes);
+            break;
+        default: rc = QG_ERR_argument_invalid;
+        }
+    }
+    if (rc == QG_ERR_ok) rc = launch(ctx, dev, (void *)stream);
+    if (rc == QG_ERR_ok) QG_CUDA_TRY(cudaGetLastError());
+    if (rc == QG_ERR_ok) QG_CUDA_TRY(cudaStreamSynchronize(stream));
+    /* OUT buffers are copied back in order; the first error (a device fault, a touched canary) stops. */
+    for (size_t i = 0; i < n && rc == QG_ERR_ok; i++)
+        if (bufs[i].role == QG_CUDA_OUT && bufs[i].bytes > 0) rc = qg_guarded_dev_finish(&out[i], bufs[i].host);
+done:
+    if (rc != QG_ERR_ok) cudaDeviceSynchronize(); /* nothing may still run on buffers about to be freed */
+    for (size_t i = 0; i < n; i++) {
+        if (bufs[i].role == QG_CUDA_OUT) qg_guarded_dev_free(&out[i]);
+        else if (dev[i] != NULL) cudaFree(dev[i]);
+    }
+    return rc;
+}

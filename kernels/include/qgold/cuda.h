@@ -31,6 +31,30 @@ void qg_cuda_set_output_hooks(const qg_cuda_output_hooks *hooks);
 /* The hooks in force (the default ones when none were installed). */
 const qg_cuda_output_hooks *qg_cuda_output_hooks_in_force(void);
 
+/* One buffer of a call through qg_cuda_run. */
+typedef enum {
+    QG_CUDA_IN = 0,      /* `host` (read only) is uploaded; the launcher reads it */
+    QG_CUDA_OUT = 1,     /* allocated through the output hooks holding `host`'s initial bytes, copied back to
+                            `host` after the launch (the hooks may report an error, e.g. a touched canary) */
+    QG_CUDA_SCRATCH = 2, /* zeroed device memory for the launcher's own use (a workspace); not copied back */
+} qg_cuda_role;
+
+typedef struct {
+    qg_cuda_role role;
+    void *host;   /* IN: source; OUT: destination; SCRATCH: unused */
+    size_t bytes; /* 0: the buffer is absent and the launcher gets NULL for it */
+} qg_cuda_buf;
+
+/* Enqueues the kernel(s) of one call on `stream` (a cudaStream_t) reading and writing the device buffers
+ * dev[0..n) (in the order of the qg_cuda_buf array); returns 0 or an error code. */
+typedef int (*qg_cuda_launch_fn)(const void *ctx, void *const *dev, void *stream);
+
+/* The one host wrapper of every CUDA kernel: upload the IN buffers, allocate the OUT buffers through the
+ * output hooks and the SCRATCH buffers zeroed, launch, synchronize, copy the OUT buffers back, free
+ * everything. Returns the first error (0: ok). Argument validation happens before, in the caller, with
+ * the reference's checks, so a rejected call never touches the device. At most 16 buffers. */
+int qg_cuda_run(const qg_cuda_buf *bufs, size_t n, qg_cuda_launch_fn launch, const void *ctx);
+
 /* The CUDA runtime calls the hooks need, for callers that do not compile CUDA themselves; each
  * returns 0 or QG_ERR_device_failed (the message in qg_cuda_last_error()). */
 int qg_cuda_alloc(void **p, size_t bytes);
