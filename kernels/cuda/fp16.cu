@@ -90,6 +90,23 @@ int run_convert(void (*kernel)(const In *, Out *, size_t), const In *x, Out *y, 
 
 } // namespace
 
+/* The conversions by path name, for the device-pointer launcher of the benchmarks. */
+typedef void (*convert_launch_fn)(const void *dx, void *dy, size_t n, unsigned blocks, cudaStream_t s);
+template <typename In, typename Out, void (*K)(const In *, Out *, size_t)>
+void launch_typed(const void *dx, void *dy, size_t n, unsigned blocks, cudaStream_t s)
+{
+    K<<<blocks, 256, 0, s>>>((const In *)dx, (Out *)dy, n);
+}
+static const struct {
+    const char *path;
+    convert_launch_fn launch;
+} k_convert_paths[] = {
+    {"f32_to_f16", launch_typed<uint32_t, uint16_t, k_f32_to_f16>},
+    {"f16_to_f32", launch_typed<uint16_t, uint32_t, k_f16_to_f32>},
+    {"f32_to_bf16", launch_typed<uint32_t, uint16_t, k_f32_to_bf16>},
+    {"bf16_to_f32", launch_typed<uint16_t, uint32_t, k_bf16_to_f32>},
+};
+
 /* Device-pointer launch for benchmarks: no copies, no checks beyond the path name. */
 extern "C" int qg_fp16_convert_cuda_async(const char *path, const void *dx, void *dy, size_t n, void *stream)
 {
@@ -97,14 +114,13 @@ extern "C" int qg_fp16_convert_cuda_async(const char *path, const void *dx, void
     size_t blocks = (n + threads - 1) / threads;
     if (blocks > 65535u * 16u) blocks = 65535u * 16u;
     if (blocks == 0) return QG_ERR_ok;
-    cudaStream_t s = (cudaStream_t)stream;
-    if (!strcmp(path, "f32_to_f16")) k_f32_to_f16<<<(unsigned)blocks, threads, 0, s>>>((const uint32_t *)dx, (uint16_t *)dy, n);
-    else if (!strcmp(path, "f16_to_f32")) k_f16_to_f32<<<(unsigned)blocks, threads, 0, s>>>((const uint16_t *)dx, (uint32_t *)dy, n);
-    else if (!strcmp(path, "f32_to_bf16")) k_f32_to_bf16<<<(unsigned)blocks, threads, 0, s>>>((const uint32_t *)dx, (uint16_t *)dy, n);
-    else if (!strcmp(path, "bf16_to_f32")) k_bf16_to_f32<<<(unsigned)blocks, threads, 0, s>>>((const uint16_t *)dx, (uint32_t *)dy, n);
-    else return QG_ERR_unsupported;
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("fp16 convert launch", e);
+    for (const auto &p : k_convert_paths)
+        if (strcmp(path, p.path) == 0) {
+            p.launch(dx, dy, n, (unsigned)blocks, (cudaStream_t)stream);
+            cudaError_t e = cudaGetLastError();
+            return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("fp16 convert launch", e);
+        }
+    return QG_ERR_unsupported;
 }
 
 extern "C" int qg_fp16_f32_to_f16_cuda(const uint32_t *x, qg_f16 *y, size_t n) { return run_convert(k_f32_to_f16, x, y, n); }
