@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "kquants_host.cuh"
+#include "qgold/cuda.h"
 #include "qgold/kernels_kquants.h"
 #include "qgold/kquants.h"
 #include "qgold/kquants_layout.h"
@@ -559,28 +561,33 @@ int launch_dequant(qg_ktype t, const uint8_t *w, size_t nblocks, float *y32, uin
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_dequant launch", e);
 }
 
-/* Host wrapper for dequantization: validate, copy in, run on guarded outputs, copy out. */
+/* Host side of dequantization: the kernel's sizes; qg_cuda_run uploads the blocks, guards the output
+ * and copies it back. dev[] = blocks, y_f32, y_f16 (the absent output is NULL). */
+struct dequant_call {
+    qg_ktype t;
+    size_t nblocks;
+};
+
+int launch_dequant_dev(const void *ctx, void *const *dev, void *stream)
+{
+    const dequant_call *c = (const dequant_call *)ctx;
+    return launch_dequant(c->t, (const uint8_t *)dev[0], c->nblocks, (float *)dev[1], (uint16_t *)dev[2], (cudaStream_t)stream);
+}
+
+/* Exactly one of y32 / y16 is given (the two exports below). */
 int dequant_host(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y32, uint16_t *y16)
 {
     int rc = qg_kq_check_shape(t, rows, cols, nbytes);
     if (rc != QG_ERR_ok) return rc;
     if (blocks == nullptr || (y32 == nullptr && y16 == nullptr)) return QG_ERR_argument_invalid;
-    uint8_t *dw = nullptr;
-    qg_guarded_dev g = {};
-    const size_t n = rows * cols, osz = y32 ? 4 : 2;
-    void *host_out = y32 ? (void *)y32 : (void *)y16;
-    QG_CUDA_TRY(cudaMalloc((void **)&dw, nbytes));
-    QG_CUDA_TRY(cudaMemcpy(dw, blocks, nbytes, cudaMemcpyHostToDevice));
-    rc = qg_guarded_dev_alloc(&g, host_out, n * osz);
-    if (rc != QG_ERR_ok) goto done;
-    rc = launch_dequant(t, dw, nbytes / qg_kq_block_bytes(t), y32 ? (float *)g.payload : nullptr, y32 ? nullptr : (uint16_t *)g.payload, 0);
-    if (rc != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    rc = qg_guarded_dev_finish(&g, host_out);
-done:
-    if (dw) cudaFree(dw);
-    qg_guarded_dev_free(&g);
-    return rc;
+    const size_t n = rows * cols; /* n * 4 cannot overflow: checked by qg_kq_check_shape */
+    const dequant_call c = {t, nbytes / qg_kq_block_bytes(t)};
+    const qg_cuda_buf bufs[3] = {
+        {QG_CUDA_IN, (void *)blocks, nbytes},
+        {QG_CUDA_OUT, y32, y32 != nullptr ? n * sizeof(float) : 0},
+        {QG_CUDA_OUT, y16, y16 != nullptr ? n * sizeof(uint16_t) : 0},
+    };
+    return qg_cuda_run(bufs, 3, launch_dequant_dev, &c);
 }
 
 } // namespace
@@ -595,32 +602,13 @@ extern "C" int qg_kq_dequant_f16_cuda(qg_ktype t, const uint8_t *blocks, size_t 
     return dequant_host(t, blocks, nbytes, rows, cols, nullptr, y);
 }
 
+/* Validated with the reference's checks, then launched through qg_kq_gemv_cuda_async (kquants_host.cuh). */
 extern "C" int qg_kq_gemv_cuda(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
                                float *y_f32, uint16_t *y_f16)
 {
-    int rc = qg_kq_check_gemv(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
+    const int rc = qg_kq_check_gemv(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
-    uint8_t *dw = nullptr;
-    uint16_t *dx = nullptr;
-    qg_guarded_dev g32 = {}, g16 = {};
-    const size_t ny = rows * batch;
-    QG_CUDA_TRY(cudaMalloc((void **)&dw, nbytes));
-    QG_CUDA_TRY(cudaMalloc((void **)&dx, cols * batch * sizeof(uint16_t)));
-    QG_CUDA_TRY(cudaMemcpy(dw, w, nbytes, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMemcpy(dx, x, cols * batch * sizeof(uint16_t), cudaMemcpyHostToDevice));
-    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, ny * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, ny * 2)) != QG_ERR_ok) goto done;
-    rc = launch_gemv(t, dw, rows, cols, dx, batch, (float *)g32.payload, (uint16_t *)g16.payload, 0);
-    if (rc != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16) rc = qg_guarded_dev_finish(&g16, y_f16);
-done:
-    if (dw) cudaFree(dw);
-    if (dx) cudaFree(dx);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
-    return rc;
+    return qg_kq_host::run_product(qg_kq_gemv_cuda_async, t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
 }
 
 extern "C" int qg_kq_gemv_cuda_async(qg_ktype t, const void *dw, size_t rows, size_t cols, const void *dx, size_t batch, float *dy32,
