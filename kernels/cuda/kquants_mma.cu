@@ -35,6 +35,8 @@
 #include <stdint.h>
 
 #include "common.cuh"
+#include "kquants_host.cuh"
+#include "qgold/cuda.h"
 #include "qgold/kernels_kquants_gemm.h"
 #include "qgold/kquants_layout.h"
 
@@ -442,32 +444,13 @@ int launch_gemm(qg_ktype t, const uint8_t *w, size_t rows, size_t cols, const ui
 
 } // namespace
 
+/* Validated with the reference's checks, then launched through qg_kq_gemm_cuda_async (kquants_host.cuh). */
 extern "C" int qg_kq_gemm_cuda(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
                                float *y_f32, uint16_t *y_f16)
 {
-    int rc = qg_kq_check_gemm(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
+    const int rc = qg_kq_check_gemm(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
-    uint8_t *dw = nullptr;
-    uint16_t *dx = nullptr;
-    qg_guarded_dev g32 = {}, g16 = {};
-    const size_t ny = rows * batch;
-    QG_CUDA_TRY(cudaMalloc((void **)&dw, nbytes));
-    QG_CUDA_TRY(cudaMalloc((void **)&dx, cols * batch * sizeof(uint16_t)));
-    QG_CUDA_TRY(cudaMemcpy(dw, w, nbytes, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMemcpy(dx, x, cols * batch * sizeof(uint16_t), cudaMemcpyHostToDevice));
-    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, ny * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, ny * 2)) != QG_ERR_ok) goto done;
-    rc = launch_gemm(t, dw, rows, cols, dx, batch, (float *)g32.payload, (uint16_t *)g16.payload, 0);
-    if (rc != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16) rc = qg_guarded_dev_finish(&g16, y_f16);
-done:
-    if (dw) cudaFree(dw);
-    if (dx) cudaFree(dx);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
-    return rc;
+    return qg_kq_host::run_product(qg_kq_gemm_cuda_async, t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
 }
 
 extern "C" int qg_kq_gemm_cuda_async(qg_ktype t, const void *dw, size_t rows, size_t cols, const void *dx, size_t batch, float *dy32,
