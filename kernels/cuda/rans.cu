@@ -15,7 +15,7 @@
  * Error order (as the reference): warps ascending, each truncated > trailing_data > final state != L
  * (corrupt); then nonzero payload padding or nonzero bytes outside the matrix (corrupt); then the
  * Adler-32 checksum. Each tile writes one status word; the host reports the lowest failing tile and
- * never copies a failing call's outputs back. No device asserts or traps.
+ * never presents a failing call's outputs (they stay as the caller had them). No device asserts or traps.
  *
  * Predictors (mod 256): mode 1 is a running sum along the lane's own row; modes 2 and 3 need the row
  * above, so their tiles go through the staged path (tile bytes in shared memory, column prefix sums).
@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "qgold/cuda.h"
 #include "qgold/fp16.h"
 #include "qgold/kernels_rans.h"
 #include "qgold/rans.h"
@@ -781,14 +782,13 @@ void build_table(const uint16_t freq[256], uint32_t *tab)
         }
 }
 
-} // namespace
-
-/* ---- API ------------------------------------------------------------------------------------------------ */
-
-extern "C" int qg_rans_cuda_plan_make(const uint8_t *buf, size_t len, qg_rans_cuda_plan *p)
+/* What the host learns from a container once, without device work: qg_rans_check's fields, whether every
+ * tile is predictor mode 0 or 1, and the slot table (*tab: 4096 words, malloc'ed, for the caller to free).
+ * p->dtab stays NULL. */
+int plan_fill(const uint8_t *buf, size_t len, qg_rans_cuda_plan *p, uint32_t **tab)
 {
-    if (p == nullptr) return QG_ERR_argument_invalid;
     memset(p, 0, sizeof *p);
+    *tab = nullptr;
     qg_rans_header h;
     int rc = qg_rans_check(buf, len, &h);
     if (rc != QG_ERR_ok) return rc;
@@ -807,9 +807,24 @@ extern "C" int qg_rans_cuda_plan_make(const uint8_t *buf, size_t len, qg_rans_cu
         qg_rans_tile_meta_at(buf, &h, (size_t)k, &t);
         if (t.predictor >= 2) p->fast = 0;
     }
-    uint32_t *tab = (uint32_t *)malloc(4096 * 4);
-    if (tab == nullptr) return QG_ERR_alloc_failed;
-    build_table(h.freq, tab);
+    *tab = (uint32_t *)malloc(4096 * 4);
+    if (*tab == nullptr) return QG_ERR_alloc_failed;
+    build_table(h.freq, *tab);
+    return QG_ERR_ok;
+}
+
+} // namespace
+
+/* ---- API ------------------------------------------------------------------------------------------------ */
+
+/* The device-resident plan of the benchmarks: plan_fill, then the slot table in a device allocation that
+ * lives until qg_rans_cuda_plan_free. */
+extern "C" int qg_rans_cuda_plan_make(const uint8_t *buf, size_t len, qg_rans_cuda_plan *p)
+{
+    if (p == nullptr) return QG_ERR_argument_invalid;
+    uint32_t *tab = nullptr;
+    int rc = plan_fill(buf, len, p, &tab);
+    if (rc != QG_ERR_ok) goto done;
     QG_CUDA_TRY(cudaMalloc(&p->dtab, 4096 * 4));
     QG_CUDA_TRY(cudaMemcpy(p->dtab, tab, 4096 * 4, cudaMemcpyHostToDevice));
 done:
@@ -896,38 +911,87 @@ extern "C" int qg_int8_gemv_cuda_async(const void *dw, const float *dscales, siz
     return reduce_launch(part, tc, (uint32_t)M, batch, dscales, dy32, dy16, s);
 }
 
-/* ---- host-pointer wrappers ------------------------------------------------------------------------------ */
+/* ---- host-pointer wrappers ------------------------------------------------------------------------------
+ * Each validates with the reference's checks, then runs its asynchronous launcher above (the code the
+ * benchmarks time) through qg_cuda_run. The container calls also pass the slot table as an input buffer
+ * (no plan on the device) and the per-tile status words as an output. */
 
 namespace {
 
-/* The lowest failing tile's code, or ok. */
-int read_status(const uint32_t *dstatus, size_t n, int *out)
+/* A container call: the host-side plan (dtab unused: the slot table is buffer 1 of the call) and the batch. */
+struct rans_call {
+    qg_rans_cuda_plan plan;
+    size_t batch;
+};
+
+/* The container calls' buffers: container, slot table, status words, then their own. */
+enum { RB_BUF = 0, RB_TAB = 1, RB_STATUS = 2 };
+
+/* decode: ..., w */
+int launch_rans_decode(const void *ctx, void *const *dev, void *stream)
 {
-    int rc = QG_ERR_ok;
-    uint32_t *hs = (uint32_t *)malloc((n > 0 ? n : 1) * 4);
-    *out = QG_ERR_ok;
-    if (hs == nullptr) return QG_ERR_alloc_failed;
-    if (n > 0) QG_CUDA_TRY(cudaMemcpy(hs, dstatus, n * 4, cudaMemcpyDeviceToHost));
-    for (size_t k = 0; k < n; k++)
-        if (hs[k] != 0) {
-            *out = (int)hs[k];
+    qg_rans_cuda_plan p = ((const rans_call *)ctx)->plan;
+    p.dtab = dev[RB_TAB];
+    return qg_rans_decode_cuda_async(&p, dev[RB_BUF], (uint8_t *)dev[3], (uint32_t *)dev[RB_STATUS], stream);
+}
+
+/* gemv: ..., x, scratch, y32, y16 */
+int launch_rans_gemv(const void *ctx, void *const *dev, void *stream)
+{
+    const rans_call *c = (const rans_call *)ctx;
+    qg_rans_cuda_plan p = c->plan;
+    p.dtab = dev[RB_TAB];
+    return qg_rans_gemv_cuda_async(&p, dev[RB_BUF], dev[3], c->batch, dev[4], (uint32_t *)dev[RB_STATUS], (float *)dev[5],
+                                   (uint16_t *)dev[6], stream);
+}
+
+/* Runs a container call whose status words (ntiles, poisoned with 0xFF bytes so that a word no tile
+ * wrote is an error) are buffer RB_STATUS. The other outputs go to host copies of the caller's bytes and
+ * reach the caller only when the run succeeded and every status word is 0; otherwise the lowest failing
+ * tile's code is returned and the caller's outputs stay as they were (nothing of a failing call is
+ * presented). */
+int run_container(qg_cuda_buf *bufs, size_t n, size_t ntiles, qg_cuda_launch_fn launch, const rans_call *c)
+{
+    enum { MAXB = 8 };
+    void *user[MAXB] = {};
+    uint32_t *status = nullptr;
+    int rc = n <= MAXB ? QG_ERR_ok : QG_ERR_argument_invalid;
+    if (rc == QG_ERR_ok && ntiles > 0 && (status = (uint32_t *)malloc(ntiles * 4)) == nullptr) rc = QG_ERR_alloc_failed;
+    if (status != nullptr) memset(status, 0xFF, ntiles * 4);
+    bufs[RB_STATUS] = {QG_CUDA_OUT, status, ntiles * 4};
+    for (size_t i = 0; i < n && rc == QG_ERR_ok; i++) {
+        if (i == RB_STATUS || bufs[i].role != QG_CUDA_OUT || bufs[i].bytes == 0) continue;
+        void *copy = malloc(bufs[i].bytes);
+        if (copy == nullptr) {
+            rc = QG_ERR_alloc_failed;
             break;
         }
-done:
-    free(hs);
+        memcpy(copy, bufs[i].host, bufs[i].bytes);
+        user[i] = bufs[i].host;
+        bufs[i].host = copy;
+    }
+    if (rc == QG_ERR_ok) rc = qg_cuda_run(bufs, n, launch, c);
+    for (size_t k = 0; k < ntiles && rc == QG_ERR_ok; k++)
+        if (status[k] != 0) rc = (int)status[k];
+    for (size_t i = 0; i < n; i++)
+        if (user[i] != nullptr) {
+            if (rc == QG_ERR_ok) memcpy(user[i], bufs[i].host, bufs[i].bytes);
+            free(bufs[i].host);
+        }
+    free(status);
     return rc;
 }
 
-/* Device copy of the container and a status array (poisoned so that an unwritten word is an error). */
-int upload(const uint8_t *buf, size_t len, size_t ntiles, uint8_t **dbuf, uint32_t **dstatus)
+/* int8 baseline: w, scales, x, scratch, y32, y16 */
+struct int8_call {
+    size_t M, K, batch;
+};
+
+int launch_int8_gemv(const void *ctx, void *const *dev, void *stream)
 {
-    int rc = QG_ERR_ok;
-    QG_CUDA_TRY(cudaMalloc((void **)dbuf, len));
-    QG_CUDA_TRY(cudaMemcpy(*dbuf, buf, len, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMalloc((void **)dstatus, (ntiles > 0 ? ntiles : 1) * 4));
-    QG_CUDA_TRY(cudaMemset(*dstatus, 0xFF, (ntiles > 0 ? ntiles : 1) * 4));
-done:
-    return rc;
+    const int8_call *c = (const int8_call *)ctx;
+    return qg_int8_gemv_cuda_async(dev[0], (const float *)dev[1], c->M, c->K, dev[2], c->batch, dev[3], (float *)dev[4],
+                                   (uint16_t *)dev[5], stream);
 }
 
 } // namespace
@@ -941,28 +1005,16 @@ extern "C" int qg_rans_decode_cuda(const uint8_t *buf, size_t len, uint8_t *w, s
     if ((uint64_t)w_len != MK) return QG_ERR_rans_size_mismatch;
     if (w == nullptr && MK > 0) return QG_ERR_argument_invalid;
     if (MK == 0) return QG_ERR_ok;
-    qg_rans_cuda_plan p;
-    uint8_t *dbuf = nullptr;
-    uint32_t *dstatus = nullptr;
-    qg_guarded_dev g = {};
-    const size_t n = (size_t)h.tiles_r * h.tiles_c;
-    int code = QG_ERR_ok;
-    if ((rc = qg_rans_cuda_plan_make(buf, len, &p)) != QG_ERR_ok) return rc;
-    if ((rc = upload(buf, len, n, &dbuf, &dstatus)) != QG_ERR_ok) goto done;
-    if ((rc = qg_guarded_dev_alloc(&g, w, (size_t)MK)) != QG_ERR_ok) goto done;
-    if ((rc = qg_rans_decode_cuda_async(&p, dbuf, (uint8_t *)g.payload, dstatus, 0)) != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if ((rc = read_status(dstatus, n, &code)) != QG_ERR_ok) goto done;
-    if (code != QG_ERR_ok) {
-        rc = code; /* outputs stay as the caller had them: nothing of a failing call is presented */
-        goto done;
+    rans_call c = {};
+    uint32_t *tab = nullptr;
+    if ((rc = plan_fill(buf, len, &c.plan, &tab)) == QG_ERR_ok) {
+        qg_cuda_buf bufs[4] = {{QG_CUDA_IN, (void *)buf, len},
+                               {QG_CUDA_IN, tab, 4096 * 4},
+                               {},
+                               {QG_CUDA_OUT, w, (size_t)MK}};
+        rc = run_container(bufs, 4, (size_t)h.tiles_r * h.tiles_c, launch_rans_decode, &c);
     }
-    rc = qg_guarded_dev_finish(&g, w);
-done:
-    qg_rans_cuda_plan_free(&p);
-    if (dbuf) cudaFree(dbuf);
-    if (dstatus) cudaFree(dstatus);
-    qg_guarded_dev_free(&g);
+    free(tab);
     return rc;
 }
 
@@ -970,41 +1022,23 @@ extern "C" int qg_rans_gemv_cuda(const uint8_t *buf, size_t len, const uint16_t 
 {
     if (batch < 1 || batch > QG_RANS_MAX_BATCH) return QG_ERR_rans_batch_out_of_range;
     if (x == nullptr || (y_f32 == nullptr && y_f16 == nullptr)) return QG_ERR_argument_invalid;
-    qg_rans_cuda_plan p;
-    int rc = qg_rans_cuda_plan_make(buf, len, &p);
-    if (rc != QG_ERR_ok) return rc;
-    const size_t n = (size_t)p.tiles_r * p.tiles_c, ny = (size_t)p.M * batch;
-    uint8_t *dbuf = nullptr;
-    uint32_t *dstatus = nullptr;
-    uint16_t *dx = nullptr;
-    void *scratch = nullptr;
-    qg_guarded_dev g32 = {}, g16 = {};
-    int code = QG_ERR_ok;
-    if (ny == 0) goto done;
-    if ((rc = upload(buf, len, n, &dbuf, &dstatus)) != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaMalloc((void **)&dx, (size_t)p.K * batch * 2 + 2));
-    if (p.K > 0) QG_CUDA_TRY(cudaMemcpy(dx, x, (size_t)p.K * batch * 2, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMalloc(&scratch, qg_rans_cuda_scratch_bytes(p.M, p.K) + 16));
-    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, ny * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, ny * 2)) != QG_ERR_ok) goto done;
-    rc = qg_rans_gemv_cuda_async(&p, dbuf, dx, batch, scratch, dstatus, (float *)g32.payload, (uint16_t *)g16.payload, 0);
-    if (rc != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if ((rc = read_status(dstatus, n, &code)) != QG_ERR_ok) goto done;
-    if (code != QG_ERR_ok) {
-        rc = code;
-        goto done;
+    rans_call c = {};
+    c.batch = batch;
+    uint32_t *tab = nullptr;
+    int rc = plan_fill(buf, len, &c.plan, &tab);
+    const qg_rans_cuda_plan &p = c.plan;
+    const size_t ny = (size_t)p.M * batch;
+    if (rc == QG_ERR_ok && ny > 0) {
+        qg_cuda_buf bufs[7] = {{QG_CUDA_IN, (void *)buf, len},
+                               {QG_CUDA_IN, tab, 4096 * 4},
+                               {},
+                               {QG_CUDA_IN, (void *)x, (size_t)p.K * batch * 2},
+                               {QG_CUDA_SCRATCH, nullptr, qg_rans_cuda_scratch_bytes(p.M, p.K) + 16},
+                               {QG_CUDA_OUT, y_f32, y_f32 ? ny * 4 : 0},
+                               {QG_CUDA_OUT, y_f16, y_f16 ? ny * 2 : 0}};
+        rc = run_container(bufs, 7, (size_t)p.tiles_r * p.tiles_c, launch_rans_gemv, &c);
     }
-    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16) rc = qg_guarded_dev_finish(&g16, y_f16);
-done:
-    qg_rans_cuda_plan_free(&p);
-    if (dbuf) cudaFree(dbuf);
-    if (dstatus) cudaFree(dstatus);
-    if (dx) cudaFree(dx);
-    if (scratch) cudaFree(scratch);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
+    free(tab);
     return rc;
 }
 
@@ -1017,32 +1051,12 @@ extern "C" int qg_int8_gemv_cuda(const uint8_t *w, const float *scales, size_t M
     if (M > UINT32_MAX || K > UINT32_MAX) return QG_ERR_argument_invalid;
     const size_t ny = M * batch;
     if (ny == 0) return QG_ERR_ok;
-    int rc = QG_ERR_ok;
-    uint8_t *dw = nullptr;
-    float *ds = nullptr;
-    uint16_t *dx = nullptr;
-    void *scratch = nullptr;
-    qg_guarded_dev g32 = {}, g16 = {};
-    QG_CUDA_TRY(cudaMalloc((void **)&dw, M * K + 16));
-    if (M * K > 0) QG_CUDA_TRY(cudaMemcpy(dw, w, M * K, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMalloc((void **)&ds, M * 4));
-    QG_CUDA_TRY(cudaMemcpy(ds, scales, M * 4, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMalloc((void **)&dx, K * batch * 2 + 2));
-    if (K > 0) QG_CUDA_TRY(cudaMemcpy(dx, x, K * batch * 2, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMalloc(&scratch, qg_rans_cuda_scratch_bytes((uint32_t)M, (uint32_t)K) + 16));
-    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, ny * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, ny * 2)) != QG_ERR_ok) goto done;
-    rc = qg_int8_gemv_cuda_async(dw, ds, M, K, dx, batch, scratch, (float *)g32.payload, (uint16_t *)g16.payload, 0);
-    if (rc != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16) rc = qg_guarded_dev_finish(&g16, y_f16);
-done:
-    if (dw) cudaFree(dw);
-    if (ds) cudaFree(ds);
-    if (dx) cudaFree(dx);
-    if (scratch) cudaFree(scratch);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
-    return rc;
+    const int8_call c = {M, K, batch};
+    const qg_cuda_buf bufs[6] = {{QG_CUDA_IN, (void *)w, M * K},
+                                 {QG_CUDA_IN, (void *)scales, M * 4},
+                                 {QG_CUDA_IN, (void *)x, K * batch * 2},
+                                 {QG_CUDA_SCRATCH, nullptr, qg_rans_cuda_scratch_bytes((uint32_t)M, (uint32_t)K) + 16},
+                                 {QG_CUDA_OUT, y_f32, y_f32 ? ny * 4 : 0},
+                                 {QG_CUDA_OUT, y_f16, y_f16 ? ny * 2 : 0}};
+    return qg_cuda_run(bufs, 6, launch_int8_gemv, &c);
 }
