@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "qgold/cuda.h"
 #include "qgold/kernels_spqr.h"
 #include "qgold/spqr.h"
 
@@ -442,62 +443,58 @@ int launch(const qg_spqr_dev_layer *L, const uint16_t *x, size_t batch, float *y
     }
 }
 
+/* Bytes of one of the layer's host arrays for qg_cuda_run: 0 where the layer has none (NULL), so the
+ * launcher gets NULL for it (identity permutation, no outliers). */
 template <typename E>
-int to_dev(E **d, const E *h, size_t count)
+size_t host_bytes(const E *h, size_t count)
 {
-    int rc = QG_ERR_ok;
-    *d = nullptr;
-    if (count == 0 || h == nullptr) return rc;
-    QG_CUDA_TRY(cudaMalloc((void **)d, count * sizeof(E)));
-    QG_CUDA_TRY(cudaMemcpy(*d, h, count * sizeof(E), cudaMemcpyHostToDevice));
-done:
-    return rc;
+    return h != nullptr ? count * sizeof(E) : 0;
+}
+
+/* Host side of the GEMV: the layer's shape and the batch; dev[] = dense, row_offsets, col_vals, perm, x,
+ * y_f32, y_f16 (in the order of qg_spqr_gemv_cuda's buffers; an absent one is NULL). */
+struct gemv_call {
+    size_t m, n, batch;
+    qg_spqr_outlier_kind outliers;
+};
+
+int launch_gemv_dev(const void *ctx, void *const *dev, void *stream)
+{
+    const gemv_call *c = (const gemv_call *)ctx;
+    qg_spqr_dev_layer D;
+    D.m = c->m;
+    D.n = c->n;
+    D.dense = (const uint64_t *)dev[0];
+    D.outliers = c->outliers;
+    D.row_offsets = (const int32_t *)dev[1];
+    D.col_vals = (const uint32_t *)dev[2];
+    D.perm = (const uint16_t *)dev[3];
+    return qg_spqr_gemv_cuda_async(&D, dev[4], c->batch, (float *)dev[5], (uint16_t *)dev[6], stream);
 }
 
 } // namespace
 
+/* Validated with the reference's checks, then launched through qg_spqr_gemv_cuda_async, the benches'
+ * entry point. */
 extern "C" int qg_spqr_gemv_cuda(const qg_spqr_layer *L, const uint16_t *x, size_t batch, float *y_f32, uint16_t *y_f16)
 {
     if (x == nullptr || (y_f32 == nullptr && y_f16 == nullptr)) return QG_ERR_argument_invalid;
-    int rc = qg_spqr_validate(L);
+    const int rc = qg_spqr_validate(L);
     if (rc != QG_ERR_ok) return rc;
     if (batch < 1 || batch > QG_SPQR_MAX_BATCH) return QG_ERR_spqr_batch_out_of_range;
     const size_t m = L->m, n = L->n, ny = m * batch;
     const bool has_out = L->outliers != QG_SPQR_OUTLIERS_NONE;
-    uint64_t *dd = nullptr;
-    int32_t *dro = nullptr;
-    uint32_t *dcv = nullptr;
-    uint16_t *dp = nullptr, *dx = nullptr;
-    qg_guarded_dev g32 = {}, g16 = {};
-    qg_spqr_dev_layer D;
-    if ((rc = to_dev(&dd, L->dense, L->dense_words)) != QG_ERR_ok) goto done;
-    if (has_out && (rc = to_dev(&dro, L->row_offsets, L->row_offsets_len)) != QG_ERR_ok) goto done;
-    if (has_out && (rc = to_dev(&dcv, L->col_vals, L->nnz)) != QG_ERR_ok) goto done;
-    if ((rc = to_dev(&dp, L->perm, L->perm ? n : 0)) != QG_ERR_ok) goto done;
-    if ((rc = to_dev(&dx, x, n * batch)) != QG_ERR_ok) goto done;
-    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, ny * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, ny * 2)) != QG_ERR_ok) goto done;
-    D.m = m;
-    D.n = n;
-    D.dense = dd;
-    D.outliers = has_out ? L->outliers : QG_SPQR_OUTLIERS_NONE;
-    D.row_offsets = dro;
-    D.col_vals = dcv;
-    D.perm = dp;
-    rc = launch(&D, dx, batch, (float *)g32.payload, (uint16_t *)g16.payload, 0);
-    if (rc != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16) rc = qg_guarded_dev_finish(&g16, y_f16);
-done:
-    if (dd) cudaFree(dd);
-    if (dro) cudaFree(dro);
-    if (dcv) cudaFree(dcv);
-    if (dp) cudaFree(dp);
-    if (dx) cudaFree(dx);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
-    return rc;
+    const gemv_call c = {m, n, batch, has_out ? L->outliers : QG_SPQR_OUTLIERS_NONE};
+    const qg_cuda_buf bufs[7] = {
+        {QG_CUDA_IN, (void *)L->dense, host_bytes(L->dense, L->dense_words)},
+        {QG_CUDA_IN, (void *)L->row_offsets, has_out ? host_bytes(L->row_offsets, L->row_offsets_len) : 0},
+        {QG_CUDA_IN, (void *)L->col_vals, has_out ? host_bytes(L->col_vals, L->nnz) : 0},
+        {QG_CUDA_IN, (void *)L->perm, host_bytes(L->perm, n)},
+        {QG_CUDA_IN, (void *)x, n * batch * sizeof(uint16_t)},
+        {QG_CUDA_OUT, y_f32, y_f32 != nullptr ? ny * sizeof(float) : 0},
+        {QG_CUDA_OUT, y_f16, y_f16 != nullptr ? ny * sizeof(uint16_t) : 0},
+    };
+    return qg_cuda_run(bufs, 7, launch_gemv_dev, &c);
 }
 
 extern "C" int qg_spqr_gemv_cuda_async(const qg_spqr_dev_layer *L, const void *dx, size_t batch, float *dy_f32, uint16_t *dy_f16,
