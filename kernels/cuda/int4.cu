@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "qgold/cuda.h"
 #include "qgold/int4.h"
 #include "qgold/kernels_int4_cuda.h"
 
@@ -475,50 +476,182 @@ int check_gemm_args(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M
     return QG_ERR_ok;
 }
 
+/* Host side of the repack: validates L, its tc16 shape, and the act-order permutation (*perm: K int32,
+ * malloc'ed, for the caller to free; NULL without g_idx). */
+int repack_prep(const qg_w4a16 *L, qg_w4a16_tc_shape *s, int32_t **perm)
+{
+    *perm = nullptr;
+    int rc = qg_w4a16_validate(L);
+    if (rc != QG_ERR_ok) return rc;
+    if ((rc = qg_w4a16_tc_shape_of(L->N, L->K, L->g, s)) != QG_ERR_ok) return rc;
+    if (L->g_idx != nullptr) {
+        *perm = (int32_t *)malloc(s->K * sizeof(int32_t));
+        if (*perm == nullptr || perm_of(L, *perm) != QG_ERR_ok) {
+            free(*perm);
+            *perm = nullptr;
+            return QG_ERR_alloc_failed;
+        }
+    }
+    return QG_ERR_ok;
+}
+
+/* The repack kernels on `st`: canonical qweight, scales, zeros (or NULL) and the device perm (or NULL)
+ * into the tc16 arrays qw and sz (qgold/kernels_int4_cuda.h). */
+int repack_launch(const qg_w4a16_tc_shape &s, const uint32_t *dq, const int32_t *dperm, const uint16_t *dsc, const uint8_t *dz,
+                  uint32_t *qw, uint32_t *sz, cudaStream_t st)
+{
+    w4a16_repack_qw<<<(unsigned)ceil_div(s.qw_words, 256), 256, 0, st>>>(dq, dperm, (int)s.N, (int)s.K, (int)(s.Kp / CHUNK),
+                                                                         s.qw_words, qw);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return qg_cuda_fail("w4a16_repack_qw launch", e);
+    w4a16_repack_sz<<<(unsigned)ceil_div(s.sz_words, 256), 256, 0, st>>>(dsc, dz, (int)s.N, (int)s.G, (int)s.Np, sz);
+    e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_repack_sz launch", e);
+}
+
+size_t workspace_bytes_of(const qg_w4a16_tc_shape &s, bool act_order, size_t M, int splits)
+{
+    const int S = splits > 0 ? splits : s.splits;
+    size_t b = 0;
+    if (act_order) b += align256(M * s.K * 2);
+    if (S > 1) b += (size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4;
+    return b;
+}
+
+/* The canonical layout's buffers, first in every W4A16 call through qg_cuda_run: qweight, scales, zeros
+ * (absent when symmetric), and the act-order permutation (repack calls) or g_idx (decode), or absent. */
+enum { WB_Q = 0, WB_SC = 1, WB_Z = 2, WB_PERM = 3, WB_N = 4 };
+
+void canonical_bufs(const qg_w4a16 *L, const int32_t *perm_or_gidx, qg_cuda_buf *b)
+{
+    const size_t G = L->K / L->g;
+    b[WB_Q] = {QG_CUDA_IN, (void *)L->qweight, L->N * (L->K / 8) * 4};
+    b[WB_SC] = {QG_CUDA_IN, (void *)L->scales, L->N * G * 2};
+    b[WB_Z] = {QG_CUDA_IN, (void *)L->zeros, L->zeros != nullptr ? L->N * G : 0};
+    b[WB_PERM] = {QG_CUDA_IN, (void *)perm_or_gidx, perm_or_gidx != nullptr ? L->K * 4 : 0};
+}
+
+/* repack: canonical buffers, then qw, sz (outputs) */
+int launch_repack(const void *ctx, void *const *dev, void *stream)
+{
+    const qg_w4a16_tc_shape &s = *(const qg_w4a16_tc_shape *)ctx;
+    return repack_launch(s, (const uint32_t *)dev[WB_Q], (const int32_t *)dev[WB_PERM], (const uint16_t *)dev[WB_SC],
+                         (const uint8_t *)dev[WB_Z], (uint32_t *)dev[WB_N], (uint32_t *)dev[WB_N + 1], (cudaStream_t)stream);
+}
+
+/* gemm: canonical buffers, then x, qw, sz (scratch), workspace, y32, y16 */
+struct gemm_call {
+    qg_w4a16_tc_shape s;
+    size_t M;
+    ptrdiff_t *part_at; /* out: byte offset of the split partials in the workspace, -1 when S = 1 */
+};
+
+int launch_gemm(const void *ctx, void *const *dev, void *stream)
+{
+    const gemm_call *c = (const gemm_call *)ctx;
+    cudaStream_t st = (cudaStream_t)stream;
+    qg_w4a16_cuda_weights w = {c->s, (uint32_t *)dev[WB_N + 1], (uint32_t *)dev[WB_N + 2], (int32_t *)dev[WB_PERM]};
+    int rc = repack_launch(c->s, (const uint32_t *)dev[WB_Q], w.perm, (const uint16_t *)dev[WB_SC], (const uint8_t *)dev[WB_Z], w.qw,
+                           w.sz, st);
+    if (rc != QG_ERR_ok) return rc;
+    float *part = nullptr;
+    void *ws = dev[WB_N + 3];
+    rc = gemm_async(&w, (const uint16_t *)dev[WB_N], c->M, 0, ws, (float *)dev[WB_N + 4], (uint16_t *)dev[WB_N + 5], st, &part);
+    *c->part_at = part != nullptr ? (const unsigned char *)part - (const unsigned char *)ws : -1;
+    return rc;
+}
+
+/* One call: repack and product in one run (the repacked arrays are scratch of the call). With `partials`
+ * and S > 1 the workspace is an output too, staged on the host, and its [S][M][Np] partials are copied
+ * to partials [S][M][N]; with S = 1 the single partial is y. */
 int gemm_host(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, float *y_f32, uint16_t *y_f16, float *partials)
 {
     int rc = check_gemm_args(L, x, x_len, M, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
-    qg_w4a16_cuda_weights w = {};
-    uint16_t *dx = nullptr;
-    void *ws = nullptr;
-    float *part = nullptr;
-    qg_guarded_dev g32 = {}, g16 = {};
+    gemm_call c = {};
+    int32_t *hperm = nullptr;
+    void *wsh = nullptr;
+    ptrdiff_t part_at = -1;
     const size_t ny = M * L->N;
-    size_t wsb = 0;
-    if ((rc = qg_w4a16_cuda_upload(L, &w)) != QG_ERR_ok) goto done;
+    if ((rc = repack_prep(L, &c.s, &hperm)) != QG_ERR_ok) return rc;
+    c.M = M;
+    c.part_at = &part_at;
+    const size_t wsb = workspace_bytes_of(c.s, hperm != nullptr, M, 0);
+    const bool ws_out = partials != nullptr && c.s.splits > 1;
+    qg_cuda_buf bufs[WB_N + 6];
     if (partials != nullptr && M > (size_t)MSLICE) {
         rc = QG_ERR_shape_invalid;
         goto done;
     }
-    wsb = qg_w4a16_cuda_workspace_bytes(&w, M, 0);
-    QG_CUDA_TRY(cudaMalloc((void **)&dx, M * L->K * 2));
-    QG_CUDA_TRY(cudaMemcpy(dx, x, M * L->K * 2, cudaMemcpyHostToDevice));
-    if (wsb > 0) QG_CUDA_TRY(cudaMalloc(&ws, wsb));
-    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, ny * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, ny * 2)) != QG_ERR_ok) goto done;
-    rc = gemm_async(&w, dx, M, 0, ws, (float *)g32.payload, (uint16_t *)g16.payload, 0, &part);
-    if (rc != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16 && (rc = qg_guarded_dev_finish(&g16, y_f16)) != QG_ERR_ok) goto done;
+    if (ws_out && (wsh = calloc(wsb, 1)) == nullptr) {
+        rc = QG_ERR_alloc_failed;
+        goto done;
+    }
+    canonical_bufs(L, hperm, bufs);
+    bufs[WB_N] = {QG_CUDA_IN, (void *)x, M * L->K * 2};
+    bufs[WB_N + 1] = {QG_CUDA_SCRATCH, nullptr, c.s.qw_words * 4};
+    bufs[WB_N + 2] = {QG_CUDA_SCRATCH, nullptr, c.s.sz_words * 4};
+    bufs[WB_N + 3] = {ws_out ? QG_CUDA_OUT : QG_CUDA_SCRATCH, wsh, wsb};
+    bufs[WB_N + 4] = {QG_CUDA_OUT, y_f32, y_f32 != nullptr ? ny * 4 : 0};
+    bufs[WB_N + 5] = {QG_CUDA_OUT, y_f16, y_f16 != nullptr ? ny * 2 : 0};
+    if ((rc = qg_cuda_run(bufs, WB_N + 6, launch_gemm, &c)) != QG_ERR_ok) goto done;
     if (partials != nullptr) {
-        if (part == nullptr) {
+        if (part_at < 0) {
             memcpy(partials, y_f32, ny * 4);
         } else {
             /* workspace [S][M][Np] -> partials [S][M][N] */
-            for (int sp = 0; sp < w.s.splits; sp++)
-                QG_CUDA_TRY(cudaMemcpy2D(partials + (size_t)sp * ny, L->N * 4, part + (size_t)sp * M * w.s.Np, w.s.Np * 4, L->N * 4, M,
-                                         cudaMemcpyDeviceToHost));
+            const float *part = (const float *)((const unsigned char *)wsh + part_at);
+            for (int sp = 0; sp < c.s.splits; sp++)
+                for (size_t m = 0; m < M; m++)
+                    memcpy(partials + (size_t)sp * ny + m * L->N, part + ((size_t)sp * M + m) * c.s.Np, L->N * 4);
         }
     }
 done:
-    qg_w4a16_cuda_free(&w);
-    if (dx) cudaFree(dx);
-    if (ws) cudaFree(ws);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
+    free(hperm);
+    free(wsh);
     return rc;
+}
+
+/* decode: canonical buffers (g_idx in the WB_PERM slot), then w */
+struct decode_call {
+    size_t N, K, g, n;
+};
+
+int launch_decode(const void *ctx, void *const *dev, void *stream)
+{
+    const decode_call *c = (const decode_call *)ctx;
+    w4a16_decode_kernel<<<(unsigned)ceil_div(c->n, 256), 256, 0, (cudaStream_t)stream>>>(
+        (const uint32_t *)dev[WB_Q], (const uint16_t *)dev[WB_SC], (const uint8_t *)dev[WB_Z], (const int32_t *)dev[WB_PERM], (int)c->N,
+        (int)c->K, (int)c->g, (float *)dev[WB_N]);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_decode_kernel launch", e);
+}
+
+/* probe: A, B, C, D */
+int launch_probe(const void *ctx, void *const *dev, void *stream)
+{
+    const size_t count = *(const size_t *)ctx;
+    mma_probe_kernel<<<(unsigned)count, 32, 0, (cudaStream_t)stream>>>((const uint16_t *)dev[0], (const uint16_t *)dev[1],
+                                                                         (const float *)dev[2], (float *)dev[3], count);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("mma_probe_kernel launch", e);
+}
+
+/* packed int4 x int4: A, B, sa, sb, bias, acc, y32, y16 */
+struct packed_call {
+    size_t M, N, K, rb;
+    int sa_all, sb_all, bias_f16, relu;
+};
+
+int launch_packed(const void *ctx, void *const *dev, void *stream)
+{
+    const packed_call *c = (const packed_call *)ctx;
+    dim3 grid((unsigned)ceil_div(c->N, 32), (unsigned)ceil_div(c->M, 16));
+    int4_gemm_packed_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>(
+        (const uint8_t *)dev[0], (const uint8_t *)dev[1], (int)c->M, (int)c->N, (int)c->K, (int)c->rb, (const float *)dev[2], c->sa_all,
+        (const float *)dev[3], c->sb_all, dev[4], c->bias_f16, c->relu, (int32_t *)dev[5], (float *)dev[6], (uint16_t *)dev[7]);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("int4_gemm_packed_kernel launch", e);
 }
 
 } // namespace
@@ -558,25 +691,20 @@ extern "C" qg_numerics qg_w4a16_cuda_numerics(size_t N, size_t K, size_t g, int 
     return nm;
 }
 
+/* The device-resident weights of the benchmarks: repack_prep, the canonical arrays uploaded, the repack
+ * kernels (repack_launch, as in every call through qg_cuda_run) on the default stream; qw, sz and perm stay
+ * on the device until qg_w4a16_cuda_free. */
 extern "C" int qg_w4a16_cuda_upload(const qg_w4a16 *L, qg_w4a16_cuda_weights *w)
 {
     if (L == nullptr || w == nullptr) return QG_ERR_argument_invalid;
     memset(w, 0, sizeof *w);
-    int rc = qg_w4a16_validate(L);
+    int32_t *hperm = nullptr;
+    int rc = repack_prep(L, &w->s, &hperm);
     if (rc != QG_ERR_ok) return rc;
-    if ((rc = qg_w4a16_tc_shape_of(L->N, L->K, L->g, &w->s)) != QG_ERR_ok) return rc;
     const qg_w4a16_tc_shape &s = w->s;
     uint32_t *dq = nullptr;
     uint16_t *dsc = nullptr;
     uint8_t *dz = nullptr;
-    int32_t *hperm = nullptr;
-    if (L->g_idx != nullptr) {
-        hperm = (int32_t *)malloc(s.K * sizeof(int32_t));
-        if (hperm == nullptr || perm_of(L, hperm) != QG_ERR_ok) {
-            free(hperm);
-            return QG_ERR_alloc_failed;
-        }
-    }
     QG_CUDA_TRY(cudaMalloc((void **)&w->qw, s.qw_words * 4));
     QG_CUDA_TRY(cudaMalloc((void **)&w->sz, s.sz_words * 4));
     QG_CUDA_TRY(cudaMalloc((void **)&dq, s.N * (s.K / 8) * 4));
@@ -591,11 +719,7 @@ extern "C" int qg_w4a16_cuda_upload(const qg_w4a16 *L, qg_w4a16_cuda_weights *w)
         QG_CUDA_TRY(cudaMalloc((void **)&w->perm, s.K * 4));
         QG_CUDA_TRY(cudaMemcpy(w->perm, hperm, s.K * 4, cudaMemcpyHostToDevice));
     }
-    w4a16_repack_qw<<<(unsigned)ceil_div(s.qw_words, 256), 256>>>(dq, w->perm, (int)s.N, (int)s.K, (int)(s.Kp / CHUNK), s.qw_words,
-                                                                  w->qw);
-    QG_CUDA_TRY(cudaGetLastError());
-    w4a16_repack_sz<<<(unsigned)ceil_div(s.sz_words, 256), 256>>>(dsc, dz, (int)s.N, (int)s.G, (int)s.Np, w->sz);
-    QG_CUDA_TRY(cudaGetLastError());
+    if ((rc = repack_launch(s, dq, w->perm, dsc, dz, w->qw, w->sz, 0)) != QG_ERR_ok) goto done;
     QG_CUDA_TRY(cudaDeviceSynchronize());
 done:
     if (dq) cudaFree(dq);
@@ -620,11 +744,7 @@ extern "C" void qg_w4a16_cuda_free(qg_w4a16_cuda_weights *w)
 extern "C" size_t qg_w4a16_cuda_workspace_bytes(const qg_w4a16_cuda_weights *w, size_t M, int splits)
 {
     if (w == nullptr) return 0;
-    const int S = splits > 0 ? splits : w->s.splits;
-    size_t b = 0;
-    if (w->perm != nullptr) b += align256(M * w->s.K * 2);
-    if (S > 1) b += (size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * w->s.Np * 4;
-    return b;
+    return workspace_bytes_of(w->s, w->perm != nullptr, M, splits);
 }
 
 extern "C" int qg_w4a16_gemm_cuda_async(const qg_w4a16_cuda_weights *w, const void *dx, size_t M, int splits, void *workspace,
@@ -636,14 +756,18 @@ extern "C" int qg_w4a16_gemm_cuda_async(const qg_w4a16_cuda_weights *w, const vo
 extern "C" int qg_w4a16_repack_cuda(const qg_w4a16 *L, uint32_t *qw, uint32_t *sz, int32_t *perm)
 {
     if (L == nullptr || qw == nullptr || sz == nullptr) return QG_ERR_argument_invalid;
-    qg_w4a16_cuda_weights w;
-    int rc = qg_w4a16_cuda_upload(L, &w);
+    qg_w4a16_tc_shape s;
+    int32_t *hperm = nullptr;
+    int rc = repack_prep(L, &s, &hperm);
     if (rc != QG_ERR_ok) return rc;
-    QG_CUDA_TRY(cudaMemcpy(qw, w.qw, w.s.qw_words * 4, cudaMemcpyDeviceToHost));
-    QG_CUDA_TRY(cudaMemcpy(sz, w.sz, w.s.sz_words * 4, cudaMemcpyDeviceToHost));
-    if (perm != nullptr && w.perm != nullptr) QG_CUDA_TRY(cudaMemcpy(perm, w.perm, w.s.K * 4, cudaMemcpyDeviceToHost));
-done:
-    qg_w4a16_cuda_free(&w);
+    qg_cuda_buf bufs[WB_N + 2];
+    canonical_bufs(L, hperm, bufs);
+    bufs[WB_N] = {QG_CUDA_OUT, qw, s.qw_words * 4};
+    bufs[WB_N + 1] = {QG_CUDA_OUT, sz, s.sz_words * 4};
+    rc = qg_cuda_run(bufs, WB_N + 2, launch_repack, &s);
+    /* the permutation the repack read is the host's own (uploaded as is, never written on the device) */
+    if (rc == QG_ERR_ok && perm != nullptr && hperm != nullptr) memcpy(perm, hperm, s.K * 4);
+    free(hperm);
     return rc;
 }
 
@@ -666,26 +790,11 @@ extern "C" int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x,
 extern "C" int qg_cuda_mma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
 {
     if (A == nullptr || B == nullptr || C == nullptr || D == nullptr || count == 0 || count > 65535) return QG_ERR_argument_invalid;
-    int rc = QG_ERR_ok;
-    uint16_t *dA = nullptr, *dB = nullptr;
-    float *dC = nullptr, *dD = nullptr;
-    QG_CUDA_TRY(cudaMalloc((void **)&dA, count * 512));
-    QG_CUDA_TRY(cudaMalloc((void **)&dB, count * 256));
-    QG_CUDA_TRY(cudaMalloc((void **)&dC, count * 512));
-    QG_CUDA_TRY(cudaMalloc((void **)&dD, count * 512));
-    QG_CUDA_TRY(cudaMemcpy(dA, A, count * 512, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMemcpy(dB, B, count * 256, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMemcpy(dC, C, count * 512, cudaMemcpyHostToDevice));
-    mma_probe_kernel<<<(unsigned)count, 32>>>(dA, dB, dC, dD, count);
-    QG_CUDA_TRY(cudaGetLastError());
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    QG_CUDA_TRY(cudaMemcpy(D, dD, count * 512, cudaMemcpyDeviceToHost));
-done:
-    if (dA) cudaFree(dA);
-    if (dB) cudaFree(dB);
-    if (dC) cudaFree(dC);
-    if (dD) cudaFree(dD);
-    return rc;
+    const qg_cuda_buf bufs[4] = {{QG_CUDA_IN, (void *)A, count * 512},
+                                 {QG_CUDA_IN, (void *)B, count * 256},
+                                 {QG_CUDA_IN, (void *)C, count * 512},
+                                 {QG_CUDA_OUT, D, count * 512}};
+    return qg_cuda_run(bufs, 4, launch_probe, &count);
 }
 
 extern "C" int qg_w4a16_decode_cuda(const qg_w4a16 *L, float *w)
@@ -693,37 +802,13 @@ extern "C" int qg_w4a16_decode_cuda(const qg_w4a16 *L, float *w)
     if (w == nullptr) return QG_ERR_argument_invalid;
     int rc = qg_w4a16_validate(L);
     if (rc != QG_ERR_ok) return rc;
-    const size_t N = L->N, K = L->K, G = K / L->g, n = N * K;
+    const size_t N = L->N, K = L->K, n = N * K;
     if (K > (size_t)INT_MAX / 2 || N > (size_t)INT_MAX / 2) return QG_ERR_shape_invalid;
-    uint32_t *dq = nullptr;
-    uint16_t *ds = nullptr;
-    uint8_t *dz = nullptr;
-    int32_t *dg = nullptr;
-    qg_guarded_dev gw = {};
-    QG_CUDA_TRY(cudaMalloc((void **)&dq, N * (K / 8) * 4));
-    QG_CUDA_TRY(cudaMalloc((void **)&ds, N * G * 2));
-    QG_CUDA_TRY(cudaMemcpy(dq, L->qweight, N * (K / 8) * 4, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMemcpy(ds, L->scales, N * G * 2, cudaMemcpyHostToDevice));
-    if (L->zeros) {
-        QG_CUDA_TRY(cudaMalloc((void **)&dz, N * G));
-        QG_CUDA_TRY(cudaMemcpy(dz, L->zeros, N * G, cudaMemcpyHostToDevice));
-    }
-    if (L->g_idx) {
-        QG_CUDA_TRY(cudaMalloc((void **)&dg, K * 4));
-        QG_CUDA_TRY(cudaMemcpy(dg, L->g_idx, K * 4, cudaMemcpyHostToDevice));
-    }
-    if ((rc = qg_guarded_dev_alloc(&gw, w, n * 4)) != QG_ERR_ok) goto done;
-    w4a16_decode_kernel<<<(unsigned)ceil_div(n, 256), 256>>>(dq, ds, dz, dg, (int)N, (int)K, (int)L->g, (float *)gw.payload);
-    QG_CUDA_TRY(cudaGetLastError());
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    rc = qg_guarded_dev_finish(&gw, w);
-done:
-    if (dq) cudaFree(dq);
-    if (ds) cudaFree(ds);
-    if (dz) cudaFree(dz);
-    if (dg) cudaFree(dg);
-    qg_guarded_dev_free(&gw);
-    return rc;
+    const decode_call c = {N, K, L->g, n};
+    qg_cuda_buf bufs[WB_N + 1];
+    canonical_bufs(L, L->g_idx, bufs);
+    bufs[WB_N] = {QG_CUDA_OUT, w, n * 4};
+    return qg_cuda_run(bufs, WB_N + 1, launch_decode, &c);
 }
 
 extern "C" int qg_int4_gemm_packed_cuda(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16)
@@ -733,47 +818,16 @@ extern "C" int qg_int4_gemm_packed_cuda(const qg_int4_gemm_args *p, int32_t *acc
     if (p->M > (size_t)65535 * 16 || p->N > (size_t)INT_MAX / 16) return QG_ERR_shape_invalid; /* grid.y = M / 16 */
     const size_t rb = qg_int4_packed_row_bytes(p->K), M = p->M, N = p->N, no = M * N;
     const int scaled = y_f32 != nullptr || y_f16 != nullptr;
-    uint8_t *dA = nullptr, *dB = nullptr;
-    float *dsa = nullptr, *dsb = nullptr;
-    void *dbias = nullptr;
-    qg_guarded_dev ga = {}, g32 = {}, g16 = {};
     const size_t bias_bytes = p->bias ? N * (p->bias_type == QG_INT4_F16 ? 2 : 4) : 0;
-    QG_CUDA_TRY(cudaMalloc((void **)&dA, M * rb));
-    QG_CUDA_TRY(cudaMalloc((void **)&dB, N * rb));
-    QG_CUDA_TRY(cudaMemcpy(dA, p->A, M * rb, cudaMemcpyHostToDevice));
-    QG_CUDA_TRY(cudaMemcpy(dB, p->B, N * rb, cudaMemcpyHostToDevice));
-    if (scaled) {
-        QG_CUDA_TRY(cudaMalloc((void **)&dsa, p->sa_len * 4));
-        QG_CUDA_TRY(cudaMalloc((void **)&dsb, p->sb_len * 4));
-        QG_CUDA_TRY(cudaMemcpy(dsa, p->sa, p->sa_len * 4, cudaMemcpyHostToDevice));
-        QG_CUDA_TRY(cudaMemcpy(dsb, p->sb, p->sb_len * 4, cudaMemcpyHostToDevice));
-        if (p->bias) {
-            QG_CUDA_TRY(cudaMalloc(&dbias, bias_bytes));
-            QG_CUDA_TRY(cudaMemcpy(dbias, p->bias, bias_bytes, cudaMemcpyHostToDevice));
-        }
-    }
-    if (acc && (rc = qg_guarded_dev_alloc(&ga, acc, no * 4)) != QG_ERR_ok) goto done;
-    if (y_f32 && (rc = qg_guarded_dev_alloc(&g32, y_f32, no * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 && (rc = qg_guarded_dev_alloc(&g16, y_f16, no * 2)) != QG_ERR_ok) goto done;
-    {
-        dim3 grid((unsigned)ceil_div(N, 32), (unsigned)ceil_div(M, 16));
-        int4_gemm_packed_kernel<<<grid, 128>>>(dA, dB, (int)M, (int)N, (int)p->K, (int)rb, dsa, p->sa_len != 1, dsb, p->sb_len != 1, dbias,
-                                               p->bias_type == QG_INT4_F16, p->relu, (int32_t *)ga.payload, (float *)g32.payload,
-                                               (uint16_t *)g16.payload);
-    }
-    QG_CUDA_TRY(cudaGetLastError());
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if (acc && (rc = qg_guarded_dev_finish(&ga, acc)) != QG_ERR_ok) goto done;
-    if (y_f32 && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16) rc = qg_guarded_dev_finish(&g16, y_f16);
-done:
-    if (dA) cudaFree(dA);
-    if (dB) cudaFree(dB);
-    if (dsa) cudaFree(dsa);
-    if (dsb) cudaFree(dsb);
-    if (dbias) cudaFree(dbias);
-    qg_guarded_dev_free(&ga);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
-    return rc;
+    const packed_call c = {M, N, p->K, rb, p->sa_len != 1, p->sb_len != 1, p->bias_type == QG_INT4_F16, p->relu};
+    /* scales and bias only for the scaled outputs (with only acc requested they may be NULL) */
+    const qg_cuda_buf bufs[8] = {{QG_CUDA_IN, (void *)p->A, M * rb},
+                                 {QG_CUDA_IN, (void *)p->B, N * rb},
+                                 {QG_CUDA_IN, (void *)p->sa, scaled ? p->sa_len * 4 : 0},
+                                 {QG_CUDA_IN, (void *)p->sb, scaled ? p->sb_len * 4 : 0},
+                                 {QG_CUDA_IN, (void *)p->bias, scaled ? bias_bytes : 0},
+                                 {QG_CUDA_OUT, acc, acc != nullptr ? no * 4 : 0},
+                                 {QG_CUDA_OUT, y_f32, y_f32 != nullptr ? no * 4 : 0},
+                                 {QG_CUDA_OUT, y_f16, y_f16 != nullptr ? no * 2 : 0}};
+    return qg_cuda_run(bufs, 8, launch_packed, &c);
 }
