@@ -16,6 +16,7 @@
 #include "registry_int8.h"
 #include "registry_int4.h"
 #include "registry_kquants_gemm.h"
+#include "registry_kq_q8k.h"
 /* qgold:row-headers-end */
 #if QG_HAVE_CUDA
 #include "qgold/cuda.h"
@@ -151,6 +152,7 @@ static const qg_kernel k_rows[] = {
     QG_INT8_ROWS,
     QG_INT4_ROWS,
     QG_KQ_GEMM_ROWS,
+    QG_KQ_Q8K_ROWS,
     /* qgold:rows-end */
 };
 

@@ -78,6 +78,8 @@
 #include "kquants_blocks.h"
 #include "threads.h"
 
+#include "qgold/kernels_kq_q8k.h"
+
 #include <stdlib.h>
 
 QG_INLINE void kq_prep_block(const qg_ktype t, const uint8_t *blk, kq_prep *p)
@@ -406,6 +408,97 @@ static inline int kq_gemv(qg_ktype t, const uint8_t *w, size_t nbytes, size_t ro
     const size_t per_row = cols * batch, min_rows = ((size_t)1 << 18) / per_row + 1;
     qg_parallel_for(rows, 1, min_rows, kq_gemv_range, &c);
     free(xf);
+    return QG_ERR_ok;
+}
+
+/* ---- GEMV with Q8_K activations (qgold/kquants_q8k_gemv.h) ---------------------------------------- */
+
+/* Each activation vector is quantized once by the reference quantizer (so a Q8_K block's bsums are the
+ * sums of its codes), then output (m, b) is the dot of weight row m with Q8_K row b in the dot float
+ * order above: the same code whatever the batch size, the row split or the thread count, so outputs
+ * are batch- and thread-count invariant. Q6_K may take its -32 correction from the bsums here (an ISA
+ * file defining KQ_HAVE_DOT_Q6_BSUMS supplies kq_dot_q6_bsums(a, wb, yb)): exact because these bsums
+ * are the code sums by construction, which the dot entry point cannot assume of its input. */
+#ifndef KQ_HAVE_DOT_Q6_BSUMS
+QG_INLINE kq_dsum kq_dot_q6_bsums(kq_dsum a, const uint8_t *wb, const uint8_t *yb) { return kq_dot_q6(a, wb, yb, NULL); }
+#endif
+
+typedef struct {
+    qg_ktype t;
+    const uint8_t *w, *q8;
+    size_t rows, cols, batch;
+    const uint16_t *x;
+    float *xf;
+    float *y32;
+    uint16_t *y16;
+} kq_q8g_ctx;
+
+/* Activation rows [b0, b1): fp16 -> float32 -> Q8_K (the reference quantizer; its checks pass here). */
+static void kq_q8g_quantize_range(void *vc, size_t b0, size_t b1)
+{
+    const kq_q8g_ctx *c = vc;
+    const size_t qb = c->cols / QK * QG_Q8K_BYTES;
+    for (size_t b = b0; b < b1; b++)
+        (void)qg_kq_q8k_activations(c->x + b * c->cols, 1, c->cols, c->xf + b * c->cols, (uint8_t *)c->q8 + b * qb);
+}
+
+QG_INLINE float kq_q8g_dot(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb)
+{
+    const size_t bsz = t == QG_Q6_K ? QG_Q6K_BYTES : (t == QG_Q5_K ? QG_Q5K_BYTES : QG_Q4K_BYTES);
+    kq_dsum a = kq_dsum_zero();
+    for (size_t i = 0; i < nb; i++) {
+        const uint8_t *wb = wrow + i * bsz, *yb = q8row + i * QG_Q8K_BYTES;
+        if (t == QG_Q6_K) a = kq_dot_q6_bsums(a, wb, yb);
+        else a = kq_dot_q45(a, wb, yb, t == QG_Q5_K, NULL, NULL);
+    }
+    return kq_dsum_result(a);
+}
+
+QG_INLINE void kq_q8g_rows_t(const kq_q8g_ctx *c, size_t m0, size_t m1, const qg_ktype t)
+{
+    const size_t nb = c->cols / QK, rb = nb * qg_kq_block_bytes(t), qb = nb * QG_Q8K_BYTES;
+    for (size_t m = m0; m < m1; m++) {
+        for (size_t b = 0; b < c->batch; b++) {
+            float y = kq_q8g_dot(t, c->w + m * rb, c->q8 + b * qb, nb);
+            if (y != y) { /* the canonical quiet NaN, as the GEMV above */
+                const uint32_t qnan = 0x7FC00000u;
+                memcpy(&y, &qnan, 4);
+            }
+            if (c->y32 != NULL) c->y32[b * c->rows + m] = y;
+            if (c->y16 != NULL) c->y16[b * c->rows + m] = kq_to_f16(y);
+        }
+    }
+}
+
+static void kq_q8g_range(void *vc, size_t m0, size_t m1)
+{
+    const kq_q8g_ctx *c = vc;
+    if (c->t == QG_Q4_K) kq_q8g_rows_t(c, m0, m1, QG_Q4_K);
+    else if (c->t == QG_Q5_K) kq_q8g_rows_t(c, m0, m1, QG_Q5_K);
+    else kq_q8g_rows_t(c, m0, m1, QG_Q6_K);
+}
+
+static inline int kq_gemv_q8k(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
+                              float *y_f32, uint16_t *y_f16)
+{
+    int rc = qg_kq_check_gemv(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
+    if (rc != QG_ERR_ok) return rc;
+    if (t == QG_Q8_K) return QG_ERR_unsupported;
+    if (cols > SIZE_MAX / sizeof(float) / batch) return QG_ERR_alloc_failed;
+    float *xf = malloc(batch * cols * sizeof(float));
+    uint8_t *q8 = malloc(batch * (cols / QK) * QG_Q8K_BYTES);
+    if (xf == NULL || q8 == NULL) {
+        free(xf);
+        free(q8);
+        return QG_ERR_alloc_failed;
+    }
+    kq_q8g_ctx c = {t, w, q8, rows, cols, batch, x, xf, y_f32, y_f16};
+    qg_parallel_for(batch, 1, 1, kq_q8g_quantize_range, &c);
+    /* At least about 2^18 weight x column products per thread, so small calls stay on one thread. */
+    const size_t min_rows = ((size_t)1 << 18) / (cols * batch) + 1;
+    qg_parallel_for(rows, 1, min_rows, kq_q8g_range, &c);
+    free(xf);
+    free(q8);
     return QG_ERR_ok;
 }
 

@@ -12,6 +12,7 @@
     X(qga_kind_kq_dot)      \
     X(qga_kind_kq_gemv)     \
     X(qga_kind_kq_gemm)     \
+    X(qga_kind_kq_gemv_q8k) \
     X(qga_kind_spqr_dequant) \
     X(qga_kind_spqr_gemv)   \
     X(qga_kind_rans_normalize) \

@@ -541,3 +541,9 @@ int qg_kq_gemv_avx2(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, si
 {
     return kq_gemv(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
 }
+
+int qg_kq_gemv_q8k_avx2(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
+                        float *y_f32, uint16_t *y_f16)
+{
+    return kq_gemv_q8k(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
+}

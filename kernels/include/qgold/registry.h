@@ -102,6 +102,7 @@ typedef enum {
     QG_KIND_INT4_IMPORT_GPTQ = 655, /* GPTQ checkpoint tensors -> canonical layout (exact) */
     QG_KIND_INT4_IMPORT_AWQ = 656, /* AWQ checkpoint tensors -> canonical layout (exact) */
     QG_KIND_KQ_GEMM = 280, /* K-quant x fp16 activations, batch 1..64, tensor cores (bounded; numerics.md) */
+    QG_KIND_KQ_GEMV_Q8K = 281, /* K-quant x Q8_K-quantized activations, batch 1..16: integer dots (bounded as the dot) */
     /* qgold:kinds-end */
 } qg_kind;
 

@@ -1,0 +1,166 @@
+/* The K-quant GEMV with Q8_K activations (qgold/kquants_q8k_gemv.h), every built row of the path:
+ *   - the reference: each output the bits of qg_kq_dot_q8k_ref on the reference-quantized activations;
+ *   - the CPU kernels: each output the bits of the pinned dot float order (kernels/cpu/kquants_rows.h,
+ *     "Dot float order") formed here from the reference's exact integers S_i, M_i: sumS = fma(D dy,
+ *     S_i, sumS), sumM = fma(Dm dy, M_i, sumM), y = sumS - sumM; the fp16 output that value rounded;
+ *   - thread-count invariance (1, 2 and 3 threads bitwise) and batch invariance (each column alone);
+ *   - the named errors (Q8_K weights unsupported, the GEMV's argument checks);
+ *   - the kind's on-the-fly audit checks (random codes, random bytes with inf/NaN scales).
+ * Usage: test_kq_q8k [ref|avx2|neon] (default: every backend that can run here). */
+#include "kinds.h"
+#include "qg_test.h"
+#include "qgold/errors.h"
+#include "qgold/fp16.h"
+#include "qgold/kquants_layout.h"
+#include "qgold/kquants_q8k_gemv.h"
+#include "qgold/rng.h"
+#include "qgold/threads.h"
+
+#include <math.h>
+
+static qg_rng g_rng;
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
+static float ld_f16(const uint8_t *p) { return qg_f16_to_f32((qg_f16)(p[0] | p[1] << 8)); }
+
+static void make_inputs(qg_ktype t, size_t rows, size_t cols, size_t batch, uint8_t *w, uint16_t *x)
+{
+    const size_t bb = qg_kq_block_bytes(t), nblk = rows * (cols / QG_QK_K);
+    for (size_t i = 0; i < nblk * bb; i++) w[i] = (uint8_t)(qg_rng_u64(&g_rng) >> 56);
+    for (size_t i = 0; i < nblk; i++) {
+        uint8_t *blk = w + i * bb;
+        put16(blk + (t == QG_Q6_K ? QG_Q6K_D : QG_Q4K_D), qg_f32_to_f16(qg_rng_uniform(&g_rng, 0.0001f, 0.002f)));
+        if (t != QG_Q6_K) put16(blk + QG_Q4K_DMIN, qg_f32_to_f16(qg_rng_uniform(&g_rng, 0.0001f, 0.002f)));
+    }
+    for (size_t i = 0; i < batch * cols; i++) x[i] = qg_f32_to_f16(qg_rng_uniform(&g_rng, -1.0f, 1.0f));
+}
+
+/* The expected float32 outputs [b][m]: the reference dot (ref row) or the pinned SIMD order. */
+static int expected(qg_ktype t, int simd, const uint8_t *w, size_t rows, size_t cols, const uint16_t *x, size_t batch, float *y)
+{
+    const size_t nb = cols / QG_QK_K, qb = nb * QG_Q8K_BYTES, bb = qg_kq_block_bytes(t);
+    float *xf = malloc(cols * sizeof *xf);
+    uint8_t *q8 = malloc(batch * qb);
+    int32_t *S = malloc(2 * nb * sizeof *S);
+    if (!xf || !q8 || !S || qg_kq_q8k_activations(x, batch, cols, xf, q8) != QG_ERR_ok) return 1;
+    for (size_t b = 0; b < batch; b++) {
+        for (size_t m = 0; m < rows; m++) {
+            const uint8_t *wr = w + m * nb * bb, *yr = q8 + b * qb;
+            float r;
+            if (qg_kq_dot_q8k_ref(t, wr, yr, cols, S, S + nb, &r) != QG_ERR_ok) return 1;
+            if (simd) {
+                float sS = 0.0f, sM = 0.0f;
+                for (size_t i = 0; i < nb; i++) {
+                    float dy;
+                    memcpy(&dy, yr + i * QG_Q8K_BYTES + QG_Q8K_D, 4);
+                    const uint8_t *blk = wr + i * bb;
+                    sS = fmaf(ld_f16(blk + (t == QG_Q6_K ? QG_Q6K_D : QG_Q4K_D)) * dy, (float)S[i], sS);
+                    if (t != QG_Q6_K) sM = fmaf(ld_f16(blk + QG_Q4K_DMIN) * dy, (float)S[nb + i], sM);
+                }
+                r = sS - sM;
+            }
+            y[b * rows + m] = r;
+        }
+    }
+    free(xf);
+    free(q8);
+    free(S);
+    return 0;
+}
+
+static void check_row(const qg_kernel *k)
+{
+    const qg_ktype t = (qg_ktype)qg_kq_from_name(k->format);
+    const int simd = k->backend != QG_BACKEND_REF;
+    static const size_t shapes[][3] = {{1, 256, 1}, {33, 1024, 3}, {70, 2048, 16}, {300, 4096, 2}, {129, 512, 5}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const size_t rows = shapes[si][0], cols = shapes[si][1], batch = shapes[si][2], ny = rows * batch;
+        const size_t nbytes = rows * (cols / QG_QK_K) * qg_kq_block_bytes(t);
+        uint8_t *w = malloc(nbytes);
+        uint16_t *x = malloc(batch * cols * 2), *y16 = malloc(ny * 2);
+        float *ex = malloc(ny * 4), *y = malloc(ny * 4), *y2 = malloc(ny * 4);
+        if (!w || !x || !y16 || !ex || !y || !y2) {
+            QG_CHECK(0, "allocation");
+            return;
+        }
+        make_inputs(t, rows, cols, batch, w, x);
+        QG_CHECK(expected(t, simd, w, rows, cols, x, batch, ex) == 0, "expected outputs");
+        qg_set_threads(1);
+        QG_CHECK(k->fn.kq_gemv(t, w, nbytes, rows, cols, x, batch, y, y16) == QG_ERR_ok, "%s call", k->name);
+        size_t bad = ny;
+        for (size_t i = 0; i < ny && bad == ny; i++)
+            if (memcmp(&y[i], &ex[i], 4) != 0 || y16[i] != qg_f32_to_f16(ex[i])) bad = i;
+        QG_CHECK(bad == ny, "%s %zux%zu b%zu: output [%zu][%zu] = %a (fp16 %04x), expected %a", k->name, rows, cols, batch,
+                 bad / rows, bad % rows, bad < ny ? (double)y[bad] : 0.0, bad < ny ? y16[bad] : 0, bad < ny ? (double)ex[bad] : 0.0);
+        for (int th = 2; th <= 3; th++) { /* thread-count invariance */
+            qg_set_threads(th);
+            QG_CHECK(k->fn.kq_gemv(t, w, nbytes, rows, cols, x, batch, y2, NULL) == QG_ERR_ok, "%s call", k->name);
+            QG_CHECK(memcmp(y, y2, ny * 4) == 0, "%s %zux%zu b%zu: %d threads differ from 1 thread", k->name, rows, cols, batch, th);
+        }
+        for (size_t b = 0; b < batch && batch > 1; b++) { /* batch invariance */
+            QG_CHECK(k->fn.kq_gemv(t, w, nbytes, rows, cols, x + b * cols, 1, y2, NULL) == QG_ERR_ok, "%s call", k->name);
+            QG_CHECK(memcmp(y + b * rows, y2, rows * 4) == 0, "%s %zux%zu: column %zu alone differs from it in a batch of %zu", k->name,
+                     rows, cols, b, batch);
+        }
+        qg_set_threads(0);
+        /* named errors */
+        /* Q8_K weights have no Q8_K dot: rejected after the shape checks, before any weight is read */
+        QG_CHECK(k->fn.kq_gemv(QG_Q8_K, w, rows * (cols / QG_QK_K) * QG_Q8K_BYTES, rows, cols, x, 1, y, NULL) == QG_ERR_unsupported,
+                 "%s: Q8_K weights", k->name);
+        QG_CHECK(k->fn.kq_gemv(t, w, nbytes, rows, cols, x, 0, y, NULL) == QG_ERR_kq_batch_out_of_range, "%s: batch 0", k->name);
+        QG_CHECK(k->fn.kq_gemv(t, w, nbytes, rows, cols, x, QG_KQ_MAX_BATCH + 1, y, NULL) == QG_ERR_kq_batch_out_of_range,
+                 "%s: batch 17", k->name);
+        QG_CHECK(k->fn.kq_gemv(t, NULL, nbytes, rows, cols, x, 1, y, NULL) == QG_ERR_argument_invalid, "%s: NULL weights", k->name);
+        QG_CHECK(k->fn.kq_gemv(t, w, nbytes - 1, rows, cols, x, 1, y, NULL) != QG_ERR_ok, "%s: short buffer", k->name);
+        QG_CHECK(k->fn.kq_gemv(t, w, nbytes, rows, cols, x, 1, NULL, NULL) == QG_ERR_argument_invalid, "%s: no output", k->name);
+        free(w);
+        free(x);
+        free(y16);
+        free(ex);
+        free(y);
+        free(y2);
+    }
+    /* The kind's on-the-fly audit checks. */
+    const qga_kind *d = qga_kind_find(QG_KIND_KQ_GEMV_Q8K);
+    QG_CHECK(d != NULL && d->generated != NULL, "kind kq_gemv_q8k registered with on-the-fly checks");
+    if (d == NULL || d->generated == NULL) return;
+    qga_generated gen[8];
+    const size_t n = d->generated(k, 0, gen, 8);
+    QG_CHECK(n >= 3, "%s: %zu on-the-fly checks", k->name, n);
+    for (size_t i = 0; i < n; i++) {
+        qg_audit_row row;
+        memset(&row, 0, sizeof row);
+        qg_err e;
+        const int rc = gen[i].run(&gen[i].params, &row, &e);
+        QG_CHECK(rc == QG_ERR_ok, "%s %s: %s", k->name, gen[i].label, e.msg);
+        QG_CHECK(row.elements > 0, "%s %s compared nothing", k->name, gen[i].label);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const int only = argc > 1 ? qg_backend_from_name(argv[1]) : -1;
+    if (argc > 1 && only < 0) {
+        fprintf(stderr, "unknown backend %s\n", argv[1]);
+        return 2;
+    }
+    qg_rng_init(&g_rng, 0x71386B01u);
+    int ran = 0;
+    for (size_t i = 0; i < qg_registry_count(); i++) {
+        const qg_kernel *k = qg_registry_at(i);
+        if (k->kind != QG_KIND_KQ_GEMV_Q8K || (only >= 0 && (int)k->backend != only)) continue;
+        char why[160];
+        if (!qg_kernel_available(k, why, sizeof why)) {
+            if (only >= 0) {
+                printf("skipped: %s: %s\n", k->name, why);
+                return QG_TEST_SKIP;
+            }
+            continue;
+        }
+        check_row(k);
+        ran++;
+    }
+    QG_CHECK(ran >= 3, "%d rows of kq_gemv_q8k ran", ran);
+    printf("%d rows, %d checks, %d failures\n", ran, qg_test_checks, qg_test_failures);
+    return qg_test_failures != 0;
+}
