@@ -89,6 +89,7 @@ static const char *k_usage_audit =
 static const char *k_usage_bench =
     "usage: qgold bench --format F [--backend B] [--reps N] [--threads N] [--shapes RxK,...] [--batches B,...]\n"
     "                   [--quick] [--json FILE]\n"
+    "       qgold bench --plugin PATH.so [--format F] [--reps N] [--quick] [--json FILE]\n"
     "\n"
     "Times every available kernel of format F. Each figure is the median of N repetitions (default 7) with\n"
     "its min and max; efficiency is relative to a bandwidth measured in the same run (CPU: multi-threaded\n"
@@ -107,6 +108,12 @@ static const char *k_usage_bench =
     "  --quick        small sizes and 3 repetitions: checks the harness runs, measures nothing\n"
     "  --json FILE    also write the rows and the machine notes as JSON, only after a run that measured\n"
     "                 something and failed nowhere (a failed run leaves FILE unchanged)\n"
+    "  --plugin PATH  a kernel plugin (qgold/plugin.h): verified first exactly as by qgold verify --plugin (its\n"
+    "                 table is printed; a plugin that fails is not timed, exit 1), then each verified dequant,\n"
+    "                 dot and GEMV kernel (of format F only, with --format) is timed beside qgold's own kernel\n"
+    "                 of its format and path, same data, same run: CPU kernels on 1 and all threads against\n"
+    "                 BW_read; CUDA kernels on device pointers beside qgold's CUDA kernel and cuBLAS fp16,\n"
+    "                 against BW_copy. Not with --backend, --threads, --shapes, --batches\n"
     "A --backend not built into this binary, or with no kernel for F, is a usage error (exit 2); one built\n"
     "but unable to run here (no GPU, CPU feature missing, QG_FORCE_ISA) is a failure (exit 1).\n"
     QG_INT_OPTIONS QG_EXIT_STATUS;
@@ -173,7 +180,7 @@ int qgc_takes_value(const char *a, const char *const *list)
     return 0;
 }
 
-static const char *const k_bench_value_opts[] = {"--format", "--backend", "--reps", "--threads", "--json", "--shapes", "--batches", NULL};
+static const char *const k_bench_value_opts[] = {"--format", "--backend", "--reps", "--threads", "--json", "--shapes", "--batches", "--plugin", NULL};
 
 /* a * b into *out; -1 (and *out untouched) when the product does not fit in size_t. */
 int qgc_mul_size(size_t a, size_t b, size_t *out)
@@ -552,7 +559,7 @@ static int cmd_audit(int argc, char **argv)
 static int cmd_bench(int argc, char **argv)
 {
     qg_bench_opts o = {NULL, -1, 0, 7, 0, NULL, NULL, NULL};
-    const char *json_path = NULL;
+    const char *json_path = NULL, *plugin = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -583,9 +590,18 @@ static int cmd_bench(int argc, char **argv)
             o.shapes = v;
         } else if (strcmp(a, "--batches") == 0) {
             o.batches = v;
+        } else if (strcmp(a, "--plugin") == 0) {
+            plugin = v;
         } else {
             return qgc_usage_error(k_usage_bench, "unexpected argument '%s'", a);
         }
+    }
+    if (plugin != NULL) {
+        if (o.backend >= 0 || o.threads > 0 || o.shapes || o.batches)
+            return qgc_usage_error(k_usage_bench, "%s", "--plugin takes only --format, --reps, --quick and --json");
+        if (o.quick) o.reps = 3;
+        o.json = json_path;
+        return qgc_bench_plugin(plugin, &o);
     }
     if (o.format == NULL) return qgc_usage_error(k_usage_bench, "%s", "--format is required");
     char why[300];

@@ -3,9 +3,13 @@
 
 #include "qgold/kquants.h"
 #include "sha256.h"
+#if QG_HAVE_CUDA
+#include "qgold/cuda.h"
+#endif
 
 #include <dlfcn.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,19 +56,99 @@ static void hash_out(const void *p, size_t n)
     g_calls++;
 }
 
-/* The workspace of one call, owned here: size from the plugin's query, capped at 1 GiB. */
-static int ws_get(const qgold_plugin_kernel *d, size_t rows, size_t cols, size_t batch, void **ws)
+/* ---- one call of a plugin function --------------------------------------------------------------
+ * A trampoline gathers its call's arguments and buffers into a qgp_call, and invoke() runs it on the
+ * kernel's backend: a CPU kernel gets the host buffers; a CUDA kernel gets device copies made by
+ * qg_cuda_run (inputs uploaded, outputs allocated through the output hooks holding the host buffer's
+ * bytes and copied back, the workspace zeroed) and the stream, and qgold synchronizes. Everything else
+ * (the reference's argument checks, the mapping of a rejection, the output hash) is the trampoline's and
+ * the same for both backends. */
+
+typedef enum { OP_CONVERT, OP_DEQUANT_F32, OP_DEQUANT_F16, OP_QUANTIZE, OP_DOT, OP_GEMV } qgp_op;
+typedef enum { QGP_IN, QGP_OUT } qgp_role;
+enum { QGP_MAX_BUFS = 6 };
+
+typedef struct {
+    const qgold_plugin_kernel *d;
+    qgp_op op;
+    size_t n, rows, cols, batch, nbytes; /* the call's sizes, passed as given */
+    size_t nbuf;                        /* buffers, in the order of the function's pointer arguments */
+    qgp_role role[QGP_MAX_BUFS];
+    void *host[QGP_MAX_BUFS];
+    size_t bytes[QGP_MAX_BUFS];
+    int status;                         /* the plugin function's return value */
+} qgp_call;
+
+/* The workspace is capped at 1 GiB (a larger request is a mistake, not a need). */
+#define QGP_MAX_WORKSPACE ((size_t)1 << 30)
+
+static void add_buf(qgp_call *c, qgp_role role, const void *host, size_t bytes)
 {
-    *ws = NULL;
-    if (d->workspace_bytes == NULL) return 0;
-    size_t n = d->workspace_bytes(d->user, rows, cols, batch);
-    if (n == 0) return 0;
-    if (n > ((size_t)1 << 30)) return QG_ERR_alloc_failed;
-    *ws = calloc(1, n);
-    return *ws ? 0 : QG_ERR_alloc_failed;
+    c->role[c->nbuf] = role;
+    c->host[c->nbuf] = (void *)host; /* an input is only read: by the plugin on the CPU, by the upload on CUDA */
+    c->bytes[c->nbuf] = host != NULL ? bytes : 0;
+    c->nbuf++;
 }
 
-/* The active CPU descriptor; NULL (and the call fails) when none is active or the type is not its format. */
+/* a * b, or 0 (no buffer) when it does not fit: such a size only comes with arguments qgold rejects. */
+static size_t mul_or_0(size_t a, size_t b) { return b != 0 && a > SIZE_MAX / b ? 0 : a * b; }
+
+/* The plugin's function of the call, with buffer pointers p (host or device) and the workspace. */
+static int call_fn(qgp_call *c, void *const *p, void *ws, void *stream)
+{
+    const qgold_plugin_kernel *d = c->d;
+    switch (c->op) {
+    case OP_CONVERT: return d->fn.convert(d->user, p[0], p[1], c->n, ws, stream);
+    case OP_DEQUANT_F32: return d->fn.kq_dequant_f32(d->user, p[0], c->nbytes, c->rows, c->cols, p[1], ws, stream);
+    case OP_DEQUANT_F16: return d->fn2.kq_dequant_f16(d->user, p[0], c->nbytes, c->rows, c->cols, p[1], ws, stream);
+    case OP_QUANTIZE: return d->fn.kq_quantize(d->user, p[0], c->rows, c->cols, p[1], c->nbytes, ws, stream);
+    case OP_DOT: return d->fn.kq_dot(d->user, p[0], p[1], c->cols, p[2], p[3], p[4], ws, stream);
+    default: return d->fn.kq_gemv(d->user, p[0], c->nbytes, c->rows, c->cols, p[1], c->batch, p[2], p[3], ws, stream);
+    }
+}
+
+#if QG_HAVE_CUDA
+/* qg_cuda_run's launcher: dev holds the call's buffers, then the workspace. A rejection stops the run. */
+static int launch_plugin(const void *ctx, void *const *dev, void *stream)
+{
+    qgp_call *c = (qgp_call *)ctx;
+    c->status = call_fn(c, dev, dev[c->nbuf], stream);
+    return c->status != 0 ? QG_ERR_generic : QG_ERR_ok;
+}
+#endif
+
+/* Runs the call on the active kernel's backend. Returns 0 with c->status the plugin's own status, or a
+ * qgold error of the run itself (no workspace, a device error, a CUDA output written outside its bounds). */
+static int invoke(qgp_call *c, int ref_rejects, size_t ws_rows, size_t ws_cols, size_t ws_batch)
+{
+    const qgold_plugin_kernel *d = c->d;
+    const int no_device_buffers = g_active->cuda && ref_rejects;
+    size_t wsb = d->workspace_bytes && !no_device_buffers ? d->workspace_bytes(d->user, ws_rows, ws_cols, ws_batch) : 0;
+    if (wsb > QGP_MAX_WORKSPACE) return QG_ERR_alloc_failed;
+    c->status = 0;
+    if (!g_active->cuda) {
+        void *ws = wsb ? calloc(1, wsb) : NULL;
+        if (wsb && ws == NULL) return QG_ERR_alloc_failed;
+        c->status = call_fn(c, c->host, ws, NULL);
+        free(ws);
+        return QG_ERR_ok;
+    }
+#if QG_HAVE_CUDA
+    qg_cuda_buf b[QGP_MAX_BUFS + 1];
+    for (size_t i = 0; i < c->nbuf; i++) {
+        b[i].role = c->role[i] == QGP_IN ? QG_CUDA_IN : QG_CUDA_OUT;
+        b[i].host = c->host[i];
+        b[i].bytes = c->bytes[i];
+    }
+    b[c->nbuf] = (qg_cuda_buf){QG_CUDA_SCRATCH, NULL, wsb};
+    int rc = qg_cuda_run(b, c->nbuf + 1, launch_plugin, c);
+    return c->status != 0 ? QG_ERR_ok : rc;
+#else
+    return QG_ERR_unsupported; /* not reached: verify does not run CUDA kernels in a build without CUDA */
+#endif
+}
+
+/* The active descriptor; NULL (and the call fails) when none is active or the type is not its format. */
 static const qgold_plugin_kernel *active(int ktype)
 {
     if (g_active == NULL) return NULL;
@@ -75,81 +159,92 @@ static const qgold_plugin_kernel *active(int ktype)
 /* A plugin's status means only "rejected" (any nonzero value): qgold does not ask plugins for its own
  * error numbers. A rejection is reported under the reason the reference's argument checks give for the
  * same call (so the invalid-input corpus, which names that reason, applies to plugins unchanged); a
- * rejection of arguments the reference accepts is QG_ERR_generic. */
+ * rejection of arguments the reference accepts is QG_ERR_generic. A call the reference rejects reaches a
+ * CUDA kernel with its sizes as given and no device buffers (NULL pointers): nothing is allocated for a
+ * shape that does not exist (nor a workspace), and the kernel must return nonzero without launching. */
 static int rejected(int ref_check) { return ref_check != QG_ERR_ok ? ref_check : QG_ERR_generic; }
+
+/* Runs c (buffers sized only when ref_check accepts the call); returns the trampoline's status. */
+static int run_call(qgp_call *c, int ref_check, size_t ws_rows, size_t ws_cols, size_t ws_batch)
+{
+    if (ref_check != QG_ERR_ok)
+        for (size_t i = 0; i < c->nbuf; i++) c->bytes[i] = 0;
+    int rc = invoke(c, ref_check != QG_ERR_ok, ws_rows, ws_cols, ws_batch);
+    if (rc != QG_ERR_ok) return rc;
+    return c->status != 0 ? rejected(ref_check) : QG_ERR_ok;
+}
 
 static int tr_convert(const void *x, void *y, size_t n)
 {
     const qgold_plugin_kernel *d = active(-1);
-    void *ws;
     if (d == NULL) return QG_ERR_generic;
-    int rc = ws_get(d, n, 1, 1, &ws);
-    if (rc) return rc;
-    rc = d->fn.convert(d->user, x, y, n, ws, NULL);
-    free(ws);
-    if (rc != 0) return rejected(x == NULL || y == NULL ? QG_ERR_argument_invalid : QG_ERR_ok);
-    hash_out(y, n * qg_elem_size(g_active->row.out_elem));
-    return 0;
+    const size_t ybytes = mul_or_0(n, qg_elem_size(g_active->row.out_elem)), xbytes = mul_or_0(n, qg_elem_size(g_active->row.in_elem));
+    qgp_call c = {.d = d, .op = OP_CONVERT, .n = n};
+    add_buf(&c, QGP_IN, x, xbytes);
+    add_buf(&c, QGP_OUT, y, ybytes);
+    const int check = x == NULL || y == NULL || (n > 0 && (xbytes == 0 || ybytes == 0)) ? QG_ERR_argument_invalid : QG_ERR_ok;
+    int rc = run_call(&c, check, n, 1, 1);
+    if (rc == QG_ERR_ok) hash_out(y, ybytes);
+    return rc;
+}
+
+/* Dequantization to float32 (esz 4) or fp16 bits (esz 2). */
+static int dequant(qgp_op op, qg_ktype t, const uint8_t *b, size_t nbytes, size_t rows, size_t cols, void *y, size_t esz)
+{
+    const qgold_plugin_kernel *d = active((int)t);
+    if (d == NULL) return QG_ERR_argument_invalid;
+    const int check = b == NULL || y == NULL ? QG_ERR_argument_invalid : qg_kq_check_shape(t, rows, cols, nbytes);
+    qgp_call c = {.d = d, .op = op, .nbytes = nbytes, .rows = rows, .cols = cols};
+    add_buf(&c, QGP_IN, b, nbytes);
+    add_buf(&c, QGP_OUT, y, mul_or_0(mul_or_0(rows, cols), esz));
+    int rc = run_call(&c, check, rows, cols, 1);
+    if (rc == QG_ERR_ok) hash_out(y, rows * cols * esz);
+    return rc;
 }
 
 static int tr_dequant_f32(qg_ktype t, const uint8_t *b, size_t nbytes, size_t rows, size_t cols, float *y)
 {
-    const qgold_plugin_kernel *d = active((int)t);
-    void *ws;
-    if (d == NULL) return QG_ERR_argument_invalid;
-    int rc = ws_get(d, rows, cols, 1, &ws);
-    if (rc) return rc;
-    rc = d->fn.kq_dequant_f32(d->user, b, nbytes, rows, cols, y, ws, NULL);
-    free(ws);
-    if (rc != 0) return rejected(b == NULL || y == NULL ? QG_ERR_argument_invalid : qg_kq_check_shape(t, rows, cols, nbytes));
-    hash_out(y, rows * cols * 4);
-    return 0;
+    return dequant(OP_DEQUANT_F32, t, b, nbytes, rows, cols, y, 4);
 }
 
 static int tr_dequant_f16(qg_ktype t, const uint8_t *b, size_t nbytes, size_t rows, size_t cols, uint16_t *y)
 {
-    const qgold_plugin_kernel *d = active((int)t);
-    void *ws;
-    if (d == NULL) return QG_ERR_argument_invalid;
-    int rc = ws_get(d, rows, cols, 1, &ws);
-    if (rc) return rc;
-    rc = d->fn2.kq_dequant_f16(d->user, b, nbytes, rows, cols, y, ws, NULL);
-    free(ws);
-    if (rc != 0) return rejected(b == NULL || y == NULL ? QG_ERR_argument_invalid : qg_kq_check_shape(t, rows, cols, nbytes));
-    hash_out(y, rows * cols * 2);
-    return 0;
+    return dequant(OP_DEQUANT_F16, t, b, nbytes, rows, cols, y, 2);
 }
 
 static int tr_quantize(qg_ktype t, const float *x, size_t rows, size_t cols, uint8_t *blocks, size_t nbytes)
 {
     const qgold_plugin_kernel *d = active((int)t);
-    void *ws;
     if (d == NULL) return QG_ERR_argument_invalid;
-    int rc = ws_get(d, rows, cols, 1, &ws);
-    if (rc) return rc;
-    rc = d->fn.kq_quantize(d->user, x, rows, cols, blocks, nbytes, ws, NULL);
-    free(ws);
-    if (rc != 0) return rejected(x == NULL || blocks == NULL ? QG_ERR_argument_invalid : qg_kq_check_shape(t, rows, cols, nbytes));
-    hash_out(blocks, nbytes);
-    return 0;
+    const int check = x == NULL || blocks == NULL ? QG_ERR_argument_invalid : qg_kq_check_shape(t, rows, cols, nbytes);
+    qgp_call c = {.d = d, .op = OP_QUANTIZE, .nbytes = nbytes, .rows = rows, .cols = cols};
+    add_buf(&c, QGP_IN, x, mul_or_0(mul_or_0(rows, cols), 4));
+    add_buf(&c, QGP_OUT, blocks, nbytes);
+    int rc = run_call(&c, check, rows, cols, 1);
+    if (rc == QG_ERR_ok) hash_out(blocks, nbytes);
+    return rc;
 }
 
 static int tr_dot(qg_ktype t, const uint8_t *w, const uint8_t *q8, size_t cols, int32_t *S, int32_t *M, float *r)
 {
     const qgold_plugin_kernel *d = active((int)t);
-    void *ws;
     if (d == NULL) return QG_ERR_argument_invalid;
-    int rc = ws_get(d, 1, cols, 1, &ws);
-    if (rc) return rc;
     const int result_only = (d->flags & QGOLD_PLUGIN_DOT_RESULT_ONLY) != 0;
-    rc = d->fn.kq_dot(d->user, w, q8, cols, result_only ? NULL : S, result_only ? NULL : M, r, ws, NULL);
-    free(ws);
+    const size_t nb = cols / 256;
+    const int check = !w || !q8 || !S || !M || !r ? QG_ERR_argument_invalid : qg_kq_check_shape(t, 1, cols, nb * qg_kq_block_bytes(t));
+    qgp_call c = {.d = d, .op = OP_DOT, .cols = cols};
+    add_buf(&c, QGP_IN, w, nb * qg_kq_block_bytes(t));
+    add_buf(&c, QGP_IN, q8, nb * qg_kq_block_bytes(QG_Q8_K));
+    add_buf(&c, QGP_OUT, result_only ? NULL : S, nb * 4);
+    add_buf(&c, QGP_OUT, result_only ? NULL : M, nb * 4);
+    add_buf(&c, QGP_OUT, r, 4);
+    int rc = run_call(&c, check, 1, cols, 1);
     /* A result-only kernel's integer sums are the reference's: only *result is the kernel's to judge. */
     float unused;
-    if (rc == 0 && result_only && qg_kq_dot_q8k_ref(t, w, q8, cols, S, M, &unused) != QG_ERR_ok) rc = 1;
-    if (rc != 0) return rejected(!w || !q8 || !S || !M || !r ? QG_ERR_argument_invalid : qg_kq_check_shape(t, 1, cols, cols / 256 * qg_kq_block_bytes(t)));
-    hash_out(S, cols / 256 * 4);
-    hash_out(M, cols / 256 * 4);
+    if (rc == QG_ERR_ok && result_only && qg_kq_dot_q8k_ref(t, w, q8, cols, S, M, &unused) != QG_ERR_ok) rc = rejected(check);
+    if (rc != QG_ERR_ok) return rc;
+    hash_out(S, nb * 4);
+    hash_out(M, nb * 4);
     hash_out(r, 4);
     return 0;
 }
@@ -158,13 +253,15 @@ static int tr_gemv(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, siz
                    float *y32, uint16_t *y16)
 {
     const qgold_plugin_kernel *d = active((int)t);
-    void *ws;
     if (d == NULL) return QG_ERR_argument_invalid;
-    int rc = ws_get(d, rows, cols, batch, &ws);
-    if (rc) return rc;
-    rc = d->fn.kq_gemv(d->user, w, nbytes, rows, cols, x, batch, y32, y16, ws, NULL);
-    free(ws);
-    if (rc != 0) return rejected(qg_kq_check_gemv(t, w, nbytes, rows, cols, x, batch, y32, y16));
+    const int check = qg_kq_check_gemv(t, w, nbytes, rows, cols, x, batch, y32, y16);
+    qgp_call c = {.d = d, .op = OP_GEMV, .nbytes = nbytes, .rows = rows, .cols = cols, .batch = batch};
+    add_buf(&c, QGP_IN, w, nbytes);
+    add_buf(&c, QGP_IN, x, mul_or_0(mul_or_0(cols, batch), 2));
+    add_buf(&c, QGP_OUT, y32, mul_or_0(mul_or_0(rows, batch), 4));
+    add_buf(&c, QGP_OUT, y16, mul_or_0(mul_or_0(rows, batch), 2));
+    int rc = run_call(&c, check, rows, cols, batch);
+    if (rc != QG_ERR_ok) return rc;
     hash_out(y32, rows * batch * 4);
     hash_out(y16, rows * batch * 2);
     return 0;

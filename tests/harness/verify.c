@@ -13,6 +13,9 @@
 #include "qgold/kquants.h"
 #include "qgold/kquants_layout.h"
 #include "qgold/rng.h"
+#if QG_HAVE_CUDA
+#include "qgold/cuda.h"
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
@@ -125,6 +128,13 @@ static void run_isolated(const qgp_kernel *k, qgv_job job, void *ctx, double tim
         r.elements = row.elements;
         r.worst_ratio = row.worst_ratio;
         if (r.rc != QG_ERR_ok) snprintf(r.msg, sizeof r.msg, "%s", e.msg);
+#if QG_HAVE_CUDA
+        /* A device error's own words (the failed call and CUDA's message, e.g. an illegal address). */
+        if (r.rc == QG_ERR_device_failed && qg_cuda_last_error()[0] != '\0') {
+            size_t L = strlen(r.msg);
+            snprintf(r.msg + L, sizeof r.msg - L, " (CUDA: %s)", qg_cuda_last_error());
+        }
+#endif
         write_all(fd[1], &r, sizeof r);
         close(fd[1]);
         _exit(0);
@@ -322,6 +332,54 @@ static void run_generated(const qgv_opts *o, const qgp_plugin *p, const qgp_kern
     }
 }
 
+/* ---- CUDA plugin kernels ------------------------------------------------------------------------------
+ * The CUDA runtime is first touched inside a child: a process that has initialised CUDA cannot fork a
+ * child that uses it, so this process (the parent of every case) never calls it. The device check is a
+ * child of its own, once per verify; each case's child then initialises CUDA afresh. */
+
+static int job_device(void *vc, qg_audit_row *row, qg_err *e)
+{
+    (void)vc, (void)row;
+#if QG_HAVE_CUDA
+    char why[200] = "";
+    if (qg_cuda_device_count(why, sizeof why) > 0) return QG_ERR_ok;
+    return qg_err_set(e, QG_ERR_backend_unavailable, "%s", why);
+#else
+    return qg_err_set(e, QG_ERR_unsupported, "this qgold was built without CUDA (configure where nvcc is found)");
+#endif
+}
+
+/* Whether CUDA kernels can run here; when not, emits the kernel's SKIP row (a FAIL row under
+ * QG_REQUIRE_GPU=1 when the build has CUDA but no device answers) and returns 0. */
+static int cuda_usable(const qgv_opts *o, qg_audit_row *row, const qgp_kernel *k, qg_audit_sink sink, void *ctx, qg_audit_summary *sum)
+{
+    static int checked, usable;
+    static char why[300];
+    if (!checked) {
+        iso_result r;
+        run_isolated(NULL, job_device, NULL, o->timeout_s, &r);
+        checked = 1;
+        usable = r.status == ISO_REPORTED && r.r.rc == QG_ERR_ok;
+        if (r.status == ISO_REPORTED && !usable) snprintf(why, sizeof why, "%s", r.r.msg);
+        else if (r.status == ISO_SIGNAL) snprintf(why, sizeof why, "the CUDA device check was killed by %s", sig_name(r.sig));
+        else if (r.status != ISO_REPORTED) snprintf(why, sizeof why, "the CUDA device check did not report (status %d) within %g s", (int)r.status, o->timeout_s);
+    }
+    if (usable) return 1;
+    init_row(row, k, "-");
+    const char *req = getenv("QG_REQUIRE_GPU");
+#if QG_HAVE_CUDA
+    const int required = req != NULL && req[0] == '1';
+#else
+    const int required = 0; /* a build without CUDA is not a GPU machine's build */
+    (void)req;
+#endif
+    row->verdict = required ? QG_AUDIT_FAIL : QG_AUDIT_SKIP;
+    snprintf(row->detail, sizeof row->detail, "CUDA plugin kernel not run: %s%s", why,
+             required ? " (QG_REQUIRE_GPU=1: a GPU is required) [backend_unavailable]" : "");
+    emit(row, sink, ctx, sum);
+    return 0;
+}
+
 int qgv_verify(const qgv_opts *o, const qgp_plugin *p, qg_audit_sink sink, void *ctx, qg_audit_summary *sum_out)
 {
     qg_audit_summary sum = {0, 0, 0};
@@ -346,14 +404,7 @@ int qgv_verify(const qgv_opts *o, const qgp_plugin *p, qg_audit_sink sink, void 
     for (size_t ki = 0; ki < p->n; ki++) {
         const qgp_kernel *k = &p->k[ki];
         if (!selected(o, k)) continue;
-        if (k->cuda) {
-            init_row(&row, k, "-");
-            row.verdict = QG_AUDIT_SKIP;
-            snprintf(row.detail, sizeof row.detail, "CUDA plugin kernels are loaded and validated, but this qgold does not run them yet "
-                                                    "(device buffers and streams for plugins: reference/spec/plugin.md, status)");
-            emit(&row, sink, ctx, &sum);
-            continue;
-        }
+        if (k->cuda && !cuda_usable(o, &row, k, sink, ctx, &sum)) continue;
         size_t nf = qg_list_fixture_files(o->golden_dir, k->format, files, 256), cases_total = 0;
         for (size_t fi = 0; fi < nf; fi++) {
             qgh_file *f = NULL;

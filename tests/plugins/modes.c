@@ -260,6 +260,8 @@ QGOLD_PLUGIN_EXPORT int qgold_plugin_entry(uint32_t host_abi, qgold_plugin_info 
     kernels[1].numerics.u_acc = 0.5; /* defect: a unit roundoff that bounds nothing */
 #elif defined(QGP_BREAK_TIER)
     kernels[0].numerics.tier = 2; /* defect: a bounded declaration for a bit-exact path */
+#elif defined(QGP_AS_CUDA)
+    kernels[0].backend = QGOLD_PLUGIN_CUDA; /* not a defect: a CUDA descriptor, for a qgold without CUDA to skip */
 #endif
     *out = (qgold_plugin_info){sizeof *out, QGOLD_PLUGIN_ABI_VERSION, "modes", "test", sizeof kernels / sizeof kernels[0], kernels};
 #if defined(QGP_BREAK_ABI)
