@@ -433,13 +433,13 @@ typedef struct {
     uint16_t *y16;
 } kq_q8g_ctx;
 
-/* Activation rows [b0, b1): fp16 -> float32 -> Q8_K (the reference quantizer; its checks pass here). */
-static void kq_q8g_quantize_range(void *vc, size_t b0, size_t b1)
+/* Activation blocks [g0, g1) of all columns: block g is elements 256g .. 256g+255 of x (column g / nb),
+ * fp16 -> float32 -> Q8_K by the reference quantizer. A Q8_K block depends on its own 256 values only,
+ * so quantizing block by block gives the bytes of quantizing whole rows. */
+static void kq_q8g_quantize_range(void *vc, size_t g0, size_t g1)
 {
     const kq_q8g_ctx *c = vc;
-    const size_t qb = c->cols / QK * QG_Q8K_BYTES;
-    for (size_t b = b0; b < b1; b++)
-        (void)qg_kq_q8k_activations(c->x + b * c->cols, 1, c->cols, c->xf + b * c->cols, (uint8_t *)c->q8 + b * qb);
+    (void)qg_kq_q8k_activations(c->x + g0 * QK, g1 - g0, QK, c->xf + g0 * QK, (uint8_t *)c->q8 + g0 * QG_Q8K_BYTES);
 }
 
 QG_INLINE float kq_q8g_dot(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb)
@@ -493,7 +493,7 @@ static inline int kq_gemv_q8k(qg_ktype t, const uint8_t *w, size_t nbytes, size_
         return QG_ERR_alloc_failed;
     }
     kq_q8g_ctx c = {t, w, q8, rows, cols, batch, x, xf, y_f32, y_f16};
-    qg_parallel_for(batch, 1, 1, kq_q8g_quantize_range, &c);
+    qg_parallel_for(batch * (cols / QK), 1, 16, kq_q8g_quantize_range, &c);
     /* At least about 2^18 weight x column products per thread, so small calls stay on one thread. */
     const size_t min_rows = ((size_t)1 << 18) / (cols * batch) + 1;
     qg_parallel_for(rows, 1, min_rows, kq_q8g_range, &c);

@@ -4,6 +4,7 @@
 
 #include "bench_int4.h"
 #include "bench_int8.h"
+#include "bench_kq_q8k.h"
 #include "qgold/kquants.h"
 #include "qgold/spqr.h"
 
@@ -25,6 +26,13 @@ static int gpu_kquants_gemv_gemm(const qg_bench_opts *o, double bw_copy)
 }
 #endif
 
+/* The K-quant CPU half: the fused GEMV and the dot, then the GEMV with Q8_K activations. */
+static int cpu_kquants_q8k(const qg_bench_opts *o, int threads, double bw_read)
+{
+    const int rc = qg_bench_cpu_kquants(o, threads, bw_read);
+    return rc != 0 ? rc : qg_bench_cpu_kq_q8k(o, threads, bw_read);
+}
+
 static int is_fp16(const char *f) { return strcmp(f, "fp16") == 0; }
 static int is_kquant(const char *f) { return qg_kq_from_name(f) >= 0; }
 static int is_spqr(const char *f) { return strcmp(f, "spqr") == 0; }
@@ -36,7 +44,8 @@ static int measures_convert(const qg_kernel *k) { return k->kind == QG_KIND_CONV
 /* The GEMV everywhere; the Q8_K dot (one core, in cache) on CPU backends only. */
 static int measures_kquants(const qg_kernel *k)
 {
-    return k->kind == QG_KIND_KQ_GEMV || (k->kind == QG_KIND_KQ_DOT && k->backend != QG_BACKEND_CUDA);
+    return k->kind == QG_KIND_KQ_GEMV || (k->kind == QG_KIND_KQ_DOT && k->backend != QG_BACKEND_CUDA) ||
+           (k->kind == QG_KIND_KQ_GEMV_Q8K && k->backend != QG_BACKEND_REF);
 }
 static int measures_spqr(const qg_kernel *k) { return k->kind == QG_KIND_SPQR_GEMV; }
 static int measures_rans(const qg_kernel *k)
@@ -71,7 +80,7 @@ static const char *rule_spqr(const char *format, size_t r, size_t k)
 
 static const qg_bench_format k_formats[] = {
     {is_fp16, 0, NULL, measures_convert, qg_bench_cpu_fp16, QG_BENCH_GPU(qg_bench_gpu_fp16)},
-    {is_kquant, 1, rule_kquants, measures_kquants, qg_bench_cpu_kquants, QG_BENCH_GPU(gpu_kquants_gemv_gemm)},
+    {is_kquant, 1, rule_kquants, measures_kquants, cpu_kquants_q8k, QG_BENCH_GPU(gpu_kquants_gemv_gemm)},
     {is_spqr, 1, rule_spqr, measures_spqr, qg_bench_cpu_spqr, QG_BENCH_GPU(qg_bench_gpu_spqr)},
     {is_rans, 1, NULL, measures_rans, qg_bench_cpu_rans, QG_BENCH_GPU(qg_bench_gpu_rans)},
     {is_int8, 1, NULL, measures_int8, NULL, QG_BENCH_GPU(qg_bench_gpu_int8)},

@@ -252,6 +252,42 @@ QG_INLINE __m128i kq_dot_ints_q6(const uint8_t *wb, const uint8_t *yb) /* S in l
     return _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
 }
 
+/* Q6_K's S with the -32 correction from the Q8_K block's bsums: S = sum_g sc_g (u . q8)_g - 32 sum_g sc_g
+ * bsums_g. Equal to kq_dot_ints_q6 exactly when bsums_g is the sum of group g's codes, which holds for
+ * the activations the Q8_K GEMV quantizes itself (not for an arbitrary Q8_K row given to the dot).
+ * |sc_g bsums_g| <= 128 * 2048, so the int16 pair products of VPMADDWD are exact. */
+QG_INLINE __m128i kq_dot_ints_q6_bsums(const uint8_t *wb, const uint8_t *yb) /* S in lane 0 */
+{
+    const __m128i sc = _mm_loadu_si128((const __m128i *)(wb + QG_Q6K_SCALES));
+    const __m256i eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    const uint8_t *y8 = yb + QG_Q8K_QS;
+    /* the correction, words of bsums (group g) times sc_g (group order) */
+    const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_BSUMS)), _mm256_cvtepi8_epi16(sc));
+    __m256i acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(wb + QG_Q6K_QL + 64 * h));
+        const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(wb + QG_Q6K_QL + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb + QG_Q6K_QH + 32 * h));
+        __m256i u[4];
+        u[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
+        u[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
+        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m2));
+        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            const int c = 4 * h + t;
+            /* u0 y0 + u1 y1 with u <= 63: |.| <= 16128, exact in int16 */
+            const __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(y8 + 32 * c)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(eo, KQ_WORD_OF(2 * c, 2 * c + 1))));
+        }
+    }
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+    return _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+}
+
 /* The dot's float sums: lane 0 sumS, lane 1 sumM (lanes 2, 3 unused). A Q4_K/Q5_K block's step is the
  * per-lane (D dy, Dm dy) then one fma per lane with (S, M): the scalar order's operations, two at once;
  * Q6_K's touches lane 0 only. */
@@ -277,6 +313,15 @@ QG_INLINE kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, int
     if (S != NULL) *S = _mm_cvtsi128_si32(s);
     const __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(kq_ld16(wb + QG_Q6K_D))), _mm_castsi128_ps(_mm_cvtsi32_si128((int)kq_ld32(yb + QG_Q8K_D))));
     return _mm_fmadd_ss(f, _mm_cvtepi32_ps(s), a); /* lanes 1-3 from f: +0 (converted from fp16 +0), so sumM stays +0 */
+}
+
+/* The Q8_K GEMV's Q6_K step (kquants_rows.h): the same float step as kq_dot_q6, S from the bsums. */
+#define KQ_HAVE_DOT_Q6_BSUMS 1
+QG_INLINE kq_dsum kq_dot_q6_bsums(kq_dsum a, const uint8_t *wb, const uint8_t *yb)
+{
+    const __m128i s = kq_dot_ints_q6_bsums(wb, yb);
+    const __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(kq_ld16(wb + QG_Q6K_D))), _mm_castsi128_ps(_mm_cvtsi32_si128((int)kq_ld32(yb + QG_Q8K_D))));
+    return _mm_fmadd_ss(f, _mm_cvtepi32_ps(s), a);
 }
 
 /* ---- GEMV ---------------------------------------------------------------------------------------- */
