@@ -17,8 +17,10 @@
  * match, a corrupt block it refuses); the invalid-input corpus expects a nonzero status, never a crash.
  *
  * Backends: QGOLD_PLUGIN_CPU kernels get host pointers and stream == NULL. QGOLD_PLUGIN_CUDA kernels get
- * device pointers and the cudaStream_t to launch on, passed as void*; the kernel enqueues its work on that
- * stream and qgold synchronizes it.
+ * device pointers and the cudaStream_t to launch on, passed as void*; the kernel checks its arguments on
+ * the host, enqueues its work on that stream (nothing that synchronizes or allocates: qgold bench
+ * captures the calls in a CUDA graph) and returns; qgold synchronizes it. A call with arguments qgold
+ * rejects (a size that does not match) gets NULL for every pointer and must return nonzero unlaunched.
  */
 #ifndef QGOLD_PLUGIN_H
 #define QGOLD_PLUGIN_H
