@@ -10,15 +10,20 @@
  * d = dmin-scale; a Q8_K row quantized by the reference from uniform(-1, 1)): about 150 KB of Q4_K,
  * which stays in L2.
  *
- * Each repetition times one pass over the 64 rows with qgold, then one with ggml (the order alternates
- * every repetition), so both see the same machine load; the report gives, per kernel, the median, the
- * minimum and the 10th/90th percentiles in ns per 32 weights, and the ratio qgold/ggml of the medians and
- * of the minima. Both results are also compared (ggml's float order differs: the relative gap is printed,
- * not judged). */
+ * Each repetition times one pass over the 64 rows with qgold's dot, one with ggml's and one with qgold's
+ * GEMV with Q8_K activations (qg_kq_gemv_q8k_avx2, one thread, batch 1: the 4096 fp16 activations
+ * quantized once, then the 64 row dots; Q6_K there takes its correction from the bsums), the order
+ * rotating every repetition, so all see the same machine load; the report gives, per kernel, the
+ * median, the minimum and the 10th/90th percentiles in ns per 32 weights, and the ratios to ggml of the
+ * medians and of the minima (below 1: qgold faster). The dot results are also compared (ggml's float
+ * order differs: the relative gap is printed, not judged). */
 #include <ggml-cpu.h>
 #include <ggml.h>
 
 #include "qgold/cpu_features.h"
+#include "qgold/fp16.h"
+#include "qgold/kernels_kq_q8k.h"
+#include "qgold/threads.h"
 #include "qgold/kernels_kquants.h"
 #include "qgold/kquants.h"
 #include "qgold/kquants_layout.h"
@@ -118,14 +123,17 @@ int main(int argc, char **argv)
     static const qg_ktype types[3] = {QG_Q4_K, QG_Q5_K, QG_Q6_K};
     static const enum ggml_type gtypes[3] = {GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
     static const char *names[3] = {"q4_k", "q5_k", "q6_k"};
-    static double tq[MAXREPS], tg[MAXREPS];
+    static double tq[MAXREPS], tg[MAXREPS], tv[MAXREPS];
     const double per32 = 1.0 / ((double)ROWS * COLS / 32.0);
 
     const size_t q8_bytes = COLS / QG_QK_K * QG_Q8K_BYTES;
     uint8_t *q8 = malloc(q8_bytes);
     float *x = malloc(COLS * sizeof *x);
-    if (!q8 || !x) return 1;
+    uint16_t *x16 = malloc(COLS * sizeof *x16);
+    if (!q8 || !x || !x16) return 1;
     for (size_t i = 0; i < COLS; i++) x[i] = (float)rnd() / 4294967296.0f * 2.0f - 1.0f;
+    for (size_t i = 0; i < COLS; i++) x16[i] = qg_f32_to_f16(x[i]);
+    qg_set_threads(1);
     if (qg_kq_quantize_ref(QG_Q8_K, x, 1, COLS, q8, q8_bytes) != 0) return 1;
 
     printf("%-5s %-8s %8s %8s %8s %8s\n", "type", "kernel", "median", "min", "p10", "p90");
@@ -142,32 +150,37 @@ int main(int argc, char **argv)
         fill_blocks(t, w, ROWS * rb);
         float yq[ROWS], yg[ROWS];
         double maxrel = 0.0;
+        float yv[ROWS];
         for (int rep = -20; rep < reps; rep++) { /* 20 warm-up passes */
-            for (int half = 0; half < 2; half++) {
-                const int ggml_first = rep & 1, is_ggml = half ^ !ggml_first;
+            for (int slot = 0; slot < 3; slot++) {
+                const int which = (slot + rep + 60) % 3; /* 0 qgold dot, 1 ggml, 2 qgold gemv_q8k */
                 const double t0 = now_ns();
-                if (is_ggml) {
+                if (which == 1) {
                     for (int r = 0; r < ROWS; r++) tc->vec_dot(COLS, &yg[r], 0, w + r * rb, 0, q8, 0, 1);
-                } else {
+                } else if (which == 0) {
                     for (int r = 0; r < ROWS; r++) qg_kq_dot_q8k_avx2(t, w + r * rb, q8, COLS, NULL, NULL, &yq[r]);
+                } else {
+                    qg_kq_gemv_q8k_avx2(t, w, ROWS * rb, ROWS, COLS, x16, 1, yv, NULL);
                 }
                 const double dt = now_ns() - t0;
-                if (rep >= 0) (is_ggml ? tg : tq)[rep] = dt;
+                if (rep >= 0) (which == 1 ? tg : which == 0 ? tq : tv)[rep] = dt;
             }
         }
         for (int r = 0; r < ROWS; r++) {
             const double d = fabs((double)yq[r] - (double)yg[r]) / fmax(fabs((double)yg[r]), 1e-30);
             if (d > maxrel) maxrel = d;
         }
-        const stats sq = summarize(tq, reps, per32), sg = summarize(tg, reps, per32);
+        const stats sq = summarize(tq, reps, per32), sg = summarize(tg, reps, per32), sv = summarize(tv, reps, per32);
         printf("%-5s %-8s %8.3f %8.3f %8.3f %8.3f\n", names[ti], "qgold", sq.med, sq.lo, sq.p10, sq.p90);
         printf("%-5s %-8s %8.3f %8.3f %8.3f %8.3f\n", names[ti], "ggml", sg.med, sg.lo, sg.p10, sg.p90);
-        printf("%-5s qgold/ggml: median %.3f, min %.3f; max relative gap of results %.2e\n", names[ti], sq.med / sg.med, sq.lo / sg.lo,
-               maxrel);
+        printf("%-5s %-8s %8.3f %8.3f %8.3f %8.3f\n", names[ti], "gemv_q8k", sv.med, sv.lo, sv.p10, sv.p90);
+        printf("%-5s qgold/ggml: median %.3f, min %.3f; gemv_q8k/ggml: median %.3f, min %.3f; max relative gap of results %.2e\n",
+               names[ti], sq.med / sg.med, sq.lo / sg.lo, sv.med / sg.med, sv.lo / sg.lo, maxrel);
         free(w);
     }
     printf("ns per 32 weights, one core, %d x %d in cache, %d interleaved repetitions\n", ROWS, COLS, reps);
     free(q8);
     free(x);
+    free(x16);
     return 0;
 }

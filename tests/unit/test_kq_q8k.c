@@ -5,7 +5,9 @@
  *     S_i, sumS), sumM = fma(Dm dy, M_i, sumM), y = sumS - sumM; the fp16 output that value rounded;
  *   - thread-count invariance (1, 2 and 3 threads bitwise) and batch invariance (each column alone);
  *   - the named errors (Q8_K weights unsupported, the GEMV's argument checks);
- *   - the kind's on-the-fly audit checks (random codes, random bytes with inf/NaN scales).
+ *   - the kind's on-the-fly audit checks (random codes, random bytes with inf/NaN scales);
+ *   - the CPU dot rows (dot_q8k, which the path's kernels share) against the same pinned order bitwise,
+ *     with even and odd block counts (blocks are taken in pairs, then one).
  * Usage: test_kq_q8k [ref|avx2|neon] (default: every backend that can run here). */
 #include "kinds.h"
 #include "qg_test.h"
@@ -137,6 +139,46 @@ static void check_row(const qg_kernel *k)
     }
 }
 
+/* The SIMD dot rows of the backend: the pinned order's bits and the reference's exact S, M. */
+static void check_dot_rows(int only)
+{
+    static const size_t colss[] = {256, 512, 768, 3328};
+    for (size_t i = 0; i < qg_registry_count(); i++) {
+        const qg_kernel *k = qg_registry_at(i);
+        if (k->kind != QG_KIND_KQ_DOT || k->backend == QG_BACKEND_REF || (only >= 0 && (int)k->backend != only)) continue;
+        if (!qg_kernel_available(k, NULL, 0)) continue;
+        const qg_ktype t = (qg_ktype)qg_kq_from_name(k->format);
+        for (size_t ci = 0; ci < sizeof colss / sizeof colss[0]; ci++) {
+            const size_t cols = colss[ci], nb = cols / QG_QK_K, rows = 3;
+            uint8_t *w = malloc(rows * nb * qg_kq_block_bytes(t)), *q8 = malloc(nb * QG_Q8K_BYTES);
+            uint16_t *x = malloc(cols * 2);
+            float *ex = malloc(rows * 4), *xf = malloc(cols * 4);
+            int32_t *S = malloc(4 * nb * 4);
+            if (!w || !q8 || !x || !ex || !xf || !S) {
+                QG_CHECK(0, "allocation");
+                return;
+            }
+            make_inputs(t, rows, cols, 1, w, x);
+            QG_CHECK(expected(t, 1, w, rows, cols, x, 1, ex) == 0, "expected outputs");
+            QG_CHECK(qg_kq_q8k_activations(x, 1, cols, xf, q8) == QG_ERR_ok, "activations");
+            for (size_t m = 0; m < rows; m++) {
+                const uint8_t *wr = w + m * nb * qg_kq_block_bytes(t);
+                float r = 0, rr = 0;
+                QG_CHECK(k->fn.kq_dot(t, wr, q8, cols, S, S + nb, &r) == QG_ERR_ok, "%s call", k->name);
+                QG_CHECK(qg_kq_dot_q8k_ref(t, wr, q8, cols, S + 2 * nb, S + 3 * nb, &rr) == QG_ERR_ok, "reference dot");
+                QG_CHECK(memcmp(&r, &ex[m], 4) == 0, "%s cols=%zu row %zu: %a, pinned order %a", k->name, cols, m, (double)r, (double)ex[m]);
+                QG_CHECK(memcmp(S, S + 2 * nb, 2 * nb * 4) == 0, "%s cols=%zu row %zu: S/M differ from the reference", k->name, cols, m);
+            }
+            free(w);
+            free(q8);
+            free(x);
+            free(ex);
+            free(xf);
+            free(S);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const int only = argc > 1 ? qg_backend_from_name(argv[1]) : -1;
@@ -161,6 +203,7 @@ int main(int argc, char **argv)
         ran++;
     }
     QG_CHECK(ran >= 3, "%d rows of kq_gemv_q8k ran", ran);
+    check_dot_rows(only);
     printf("%d rows, %d checks, %d failures\n", ran, qg_test_checks, qg_test_failures);
     return qg_test_failures != 0;
 }
