@@ -364,8 +364,8 @@ static int validate_kernel(const char *file, size_t i, const qgold_plugin_kernel
     out->row.format = out->format;
     out->row.path = out->path;
     out->row.name = out->name;
-    /* The backend field only labels; CPU plugin kernels run through the same host-pointer calls as the
-     * reference rows, CUDA ones are marked by `cuda`. */
+    /* The backend field only labels: every row is called with host pointers; the trampolines give a CUDA
+     * kernel (marked by `cuda`) device copies of the buffers (invoke). */
     out->row.backend = out->cuda ? QG_BACKEND_CUDA : QG_BACKEND_REF;
     memset(&out->row.fn, 0, sizeof out->row.fn);
     switch (d->kind) {

@@ -4,8 +4,9 @@
  * field of every kernel descriptor, and turns each descriptor into an ordinary qg_kernel row, so the
  * audit runners of kinds.h judge it exactly as they judge a built-in kernel. The row's functions are
  * trampolines with the registry's signatures: they allocate the plugin's workspace, pass its user
- * pointer, and fold every output they return into the output hash (qgp_hash_*), which the verify
- * driver compares across processes.
+ * pointer, give a CUDA kernel device copies of every buffer and a stream (qg_cuda_run, in builds with
+ * CUDA), and fold every output they return into the output hash (qgp_hash_*), which the verify driver
+ * compares across processes.
  */
 #ifndef QGOLD_PLUGIN_LOAD_H
 #define QGOLD_PLUGIN_LOAD_H

@@ -60,9 +60,11 @@ qg_cuda_plugin_mode(OVERRUN dequant "\\[canary_clobbered\\]")
 qg_cuda_plugin_mode(UNWRITTEN dequant "\\[output_unwritten\\]")
 qg_cuda_plugin_mode(FAULT dequant "illegal memory access.*\\[device_failed\\]")
 qg_cuda_plugin_mode(NONDET gemv "\\[nondeterministic\\]")
-# The correct half of the broken builds: the GEMV of the OVERRUN build (correct there) passes.
-qg_add_test(NAME gpu.plugin_cuda.modes_gemv LABELS "gpu;plugin" COMMAND ${qg_pc_expect_gpu} 0 "^[1-9][0-9]* passed, 0 failed, 0 skipped"
-            ${qg_pc_qgold} verify --golden ${QG_GOLDEN} --plugin ${qg_pc_dir}/modes_cuda_overrun.so --path gemv TIMEOUT 1200)
+# Built without a defect, modes_cuda.cu is correct in four kinds (dequant, GEMV, dot, fp32 -> fp16), so
+# every CUDA trampoline runs on the device: every row PASS, nothing skipped.
+qg_cuda_plugin(modes_cuda_good ${CMAKE_CURRENT_SOURCE_DIR}/plugins/modes_cuda.cu)
+qg_add_test(NAME gpu.plugin_cuda.good LABELS "gpu;plugin" COMMAND ${qg_pc_expect_gpu} 0 "^[1-9][0-9]* passed, 0 failed, 0 skipped"
+            ${qg_pc_qgold} verify --golden ${QG_GOLDEN} --plugin ${qg_pc_dir}/modes_cuda_good.so TIMEOUT 1200)
 
 # bench --plugin with the CUDA example: qgold's own CUDA GEMV row (vs cuBLAS fp16) and the plugin's (vs
 # qgold's), and the plugin's dequant against BW_copy; exit 0.
