@@ -114,6 +114,13 @@ int bench_plugin(const qg_bench_opts *o, const qgold_plugin_kernel *d, double bw
         plug_ctx pc = {d, t, wq, nq, rows, cols, B, qbytes, x, y16, y32, ws}, oc = pc;
         oc.d = nullptr;
         qg_bench_blas_ctx bc = {h, wh, nh, rows, cols, B, (const __half *)x, (__half *)y16};
+        /* One plain call first, outside any graph: the plugin's own CUDA runtime initialises itself here
+         * (its first call in this process), not during a capture. */
+        cudaStream_t s0;
+        CK(cudaStreamCreate(&s0));
+        rc = plug_launch(&pc, 0, s0);
+        if (rc == 0 && cudaStreamSynchronize(s0) != cudaSuccess) rc = 1;
+        cudaStreamDestroy(s0);
         /* Interleaved: each repetition times the baseline, qgold's own, then the plugin. */
         double tp[64], tq[64], tb[64], lo, hi;
         qg_bench_opts one = *o;

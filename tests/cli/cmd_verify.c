@@ -392,6 +392,7 @@ static int verify_plugin(const char *plugin, qgv_opts *op, const char *json_path
         if (werr != 0) fprintf(stderr, "qgold: %s: cannot write %s: %s\n", qg_error_name(QG_ERR_io_failed), junit_path, strerror(werr)), out_rc = 1;
     }
     if (bench && s.fail == 0 && s.pass > 0) out_rc |= plugin_bench(p, &o, bo, v.passed);
+    else if (bench && s.fail == 0) printf("\nqgold bench --plugin: nothing timed (nothing was verified: no kernel ran)\n");
     else if (bench) printf("\nqgold bench --plugin: nothing timed (the verification did not pass: no kernel of a failing plugin is timed)\n");
     qgp_unload(p);
     if (s.pass == 0 && s.fail == 0) {
