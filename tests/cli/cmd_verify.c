@@ -391,7 +391,9 @@ static int verify_plugin(const char *plugin, qgv_opts *op, const char *json_path
         int werr = qg_atomic_commit(&xf);
         if (werr != 0) fprintf(stderr, "qgold: %s: cannot write %s: %s\n", qg_error_name(QG_ERR_io_failed), junit_path, strerror(werr)), out_rc = 1;
     }
-    if (bench && s.fail == 0 && s.pass > 0) out_rc |= plugin_bench(p, &o, bo, v.passed);
+    unsigned char verified[QGP_MAX_KERNELS];
+    for (size_t i = 0; i < p->n; i++) verified[i] = v.passed[i] && !v.failed[i];
+    if (bench && s.fail == 0 && s.pass > 0) out_rc |= plugin_bench(p, &o, bo, verified);
     else if (bench && s.fail == 0) printf("\nqgold bench --plugin: nothing timed (nothing was verified: no kernel ran)\n");
     else if (bench) printf("\nqgold bench --plugin: nothing timed (the verification did not pass: no kernel of a failing plugin is timed)\n");
     qgp_unload(p);
