@@ -1,7 +1,7 @@
 /* A qgold CUDA plugin as a user writes one: Q4_K dequantization (float32 and fp16 outputs) and the Q4_K
  * GEMV with fp16 activations, from the block layout alone. qgold hands each function device pointers
  * and the cudaStream_t to launch on; the function checks its arguments, enqueues, and returns.
- * Build: nvcc -O2 -shared -Xcompiler -fPIC -I<prefix>/include example_cuda.cu -o example_cuda.so
+ * Build: nvcc -O2 -arch=native -shared -Xcompiler -fPIC -I<prefix>/include example_cuda.cu -o example_cuda.so
  * Check: qgold verify --plugin ./example_cuda.so                                                     */
 #include <qgold/plugin.h>
 
