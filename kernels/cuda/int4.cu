@@ -14,9 +14,12 @@
  * a column from that column of B only, the k-tile order, group flushes and split ranges are fixed by
  * (N, K, g), and the split count by (N, K). The number of m-tiles a warp carries (1, 2, 4 or 8, picked
  * from M for register use) changes how many independent columns run side by side, not any column's
- * operations. No atomics: split partials go to a workspace [S][rows][Np] and a second kernel adds them in
- * split order 0..S-1. QG_CUDA_MUTANT_INT4_SPLITK_REVERSED (a mutant for the GPU machine, named
- * outside the QG_MUTATION_ scheme of ci/mutants.txt, whose runs have no GPU) adds them S-1..0.
+ * operations. No float atomics: split partials go to a workspace [S][rows][Np] and the warp that finishes
+ * a tile's last split (an integer turnstile counter per tile) adds them in split order 0..S-1 (tile_store).
+ *
+ * Speed: at small M the product is bound by the weight stream (4.5 bits per weight at g = 128), so every
+ * load of a chunk (codes, scale/zero words, x) is issued chunks ahead of its use, the m-blocks that share
+ * weights run side by side, and the turnstile saves split-K's second kernel.
  */
 #include <cuda_fp16.h>
 #include <limits.h>
@@ -68,19 +71,80 @@ __device__ __forceinline__ uint32_t hsub2_bits(uint32_t a, uint32_t b)
     return *reinterpret_cast<uint32_t *>(&r);
 }
 
-/* One warp: n-tile nt, split s (chunks [c0, c1)), m-tiles m0 .. m0 + 8 MT - 1 of x (rows < M).
- * part == NULL: write y directly (S = 1); else part[(s * rows + m) * Np + n] for the rows of this launch. */
+/* The end of a warp's tile (n-tile nt, split s, rows m0 .. m0 + 8 MT - 1). D fragment: tot[i][0..1] are rows
+ * (m) 2t, 2t + 1 of m-tile i at channel gr of the tile, tot[i][2..3] the same rows at channel gr + 8.
+ * S = 1 (part == NULL): y directly. S > 1: the split's float32 partial goes to part[(s * M + m) * Np + n];
+ * then a turnstile: each lane fences its stores, and lane 0 counts the split in cnt[z * nt_total + nt]
+ * (an integer atomic; z: the m-block); the warp that counts the S-th split (any split may be last) adds the S partials of
+ * the tile in split order, y = ((p_0 + p_1) + p_2) + ... + p_{S-1} in float32, and sets the counter back
+ * to 0 for the next launch. The order of the adds is fixed whichever warp arrives last; no float atomics.
+ * QG_CUDA_MUTANT_INT4_SPLITK_REVERSED (a mutant for the GPU machine, named outside the QG_MUTATION_
+ * scheme of ci/mutants.txt, whose runs have no GPU) adds them S-1..0. */
 template <int MT>
-__global__ void __launch_bounds__(WARPS * 32) w4a16_tc_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
-                                                             const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
-                                                             float *__restrict__ part, float *__restrict__ y32,
-                                                             uint16_t *__restrict__ y16)
+__device__ __forceinline__ void tile_store(const float (&tot)[MT][4], int nt, int s, int m0, int M, const dev_shape &sh, int splits,
+                                           float *__restrict__ part, unsigned *__restrict__ cnt, float *__restrict__ y32,
+                                           uint16_t *__restrict__ y16, int lane)
+{
+    const int gr = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int m = m0 + i * 8 + 2 * t + (e & 1);
+            const int n = nt * ROWS + gr + (e < 2 ? 0 : 8);
+            if (m >= M || n >= sh.N) continue;
+            if (part != nullptr) {
+                part[((size_t)s * M + m) * sh.Np + n] = tot[i][e];
+            } else {
+                if (y32) y32[(size_t)m * sh.N + n] = tot[i][e];
+                if (y16) y16[(size_t)m * sh.N + n] = f32_to_f16_bits(tot[i][e]);
+            }
+        }
+    }
+    if (part == nullptr) return;
+    __threadfence();
+    __syncwarp();
+    unsigned *c = cnt + (size_t)blockIdx.x * sh.nt + nt;
+    unsigned old = 0;
+    if (lane == 0) old = atomicAdd(c, 1u);
+    old = __shfl_sync(0xFFFFFFFFu, old, 0);
+    if (old != (unsigned)splits - 1) return;
+    __threadfence(); /* the other splits' partials (fenced before their counts) are visible from here */
+    const size_t stride = (size_t)M * sh.Np;
+    for (int idx = lane; idx < ROWS * 8 * MT; idx += 32) {
+        const int m = m0 + idx / ROWS, n = nt * ROWS + idx % ROWS;
+        if (m >= M || n >= sh.N) continue;
+        const float *p = part + (size_t)m * sh.Np + n;
+#ifdef QG_CUDA_MUTANT_INT4_SPLITK_REVERSED
+        float v = __ldcg(p + (size_t)(splits - 1) * stride);
+        for (int q = splits - 2; q >= 0; q--) v = __fadd_rn(v, __ldcg(p + (size_t)q * stride));
+#else
+        float v = __ldcg(p);
+        for (int q = 1; q < splits; q++) v = __fadd_rn(v, __ldcg(p + (size_t)q * stride));
+#endif
+        if (y32) y32[(size_t)m * sh.N + n] = v;
+        if (y16) y16[(size_t)m * sh.N + n] = f32_to_f16_bits(v);
+    }
+    if (lane == 0) *c = 0u;
+}
+
+/* One warp: n-tile nt, split s (chunks [c0, c1)), m-tiles m0 .. m0 + 8 MT - 1 of x (rows < M); the grid is
+ * (m-blocks, n-tile groups, splits), so the m-blocks that read the same weights run side by side (the
+ * second and later read them from L2). Every load is issued ahead of its use: per lane a ring of P stages,
+ * stage p holding chunk c + p: its uint4 of codes (streamed, not kept in L1) and the sz words of its two
+ * halves (the groups of k-tiles 0 and 2: a chunk spans at most two groups, g >= 32); x (L2/L1 resident)
+ * one 32-column half ahead. part == NULL: write y directly (S = 1); else the turnstile of tile_store. */
+template <int MT, int P, int MINB>
+__global__ void __launch_bounds__(WARPS * 32, MINB) w4a16_tc_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
+                                                                   const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
+                                                                   float *__restrict__ part, unsigned *__restrict__ cnt,
+                                                                   float *__restrict__ y32, uint16_t *__restrict__ y16)
 {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int nt = blockIdx.x * WARPS + warp;
+    const int nt = blockIdx.y * WARPS + warp;
     if (nt >= sh.nt) return;
-    const int s = blockIdx.y;
-    const int m0 = blockIdx.z * 8 * MT;
+    const int s = blockIdx.z;
+    const int m0 = blockIdx.x * 8 * MT;
     const int c0 = (int)((long long)sh.kc * s / splits), c1 = (int)((long long)sh.kc * (s + 1) / splits);
     const int gr = lane >> 2, t = lane & 3;
     const int na = nt * ROWS + gr, nb = na + 8;
@@ -96,71 +160,84 @@ __global__ void __launch_bounds__(WARPS * 32) w4a16_tc_kernel(const uint4 *__res
      * 16-byte load per m-tile */
     const uint16_t *xr[MT];
     bool mok[MT];
-    uint4 xv[MT];
 #pragma unroll
     for (int i = 0; i < MT; i++) {
         const int m = m0 + i * 8 + gr;
         mok[i] = m < M;
         xr[i] = x + (size_t)(mok[i] ? m : 0) * sh.K + 8 * t;
-        xv[i] = make_uint4(0, 0, 0, 0);
     }
+    uint4 xn[MT]; /* x of the next half to use */
+    auto load_x = [&](int c, int h) {
+        const int col = c * CHUNK + 32 * h; /* + 8t: in xr; K is a multiple of 8 */
+        const bool ok = col + 8 * t < sh.K;
+#pragma unroll
+        for (int i = 0; i < MT; i++) xn[i] = (mok[i] && ok) ? __ldg(reinterpret_cast<const uint4 *>(xr[i] + col)) : make_uint4(0, 0, 0, 0);
+    };
+    const uint4 *wp = qw + ((size_t)nt * sh.kc + c0) * 32 + lane;
+    const uint32_t *sza = sz + na, *szb = sz + nb;
+    uint4 wb[P], zb4[P]; /* zb4: sz of rows na, nb for the group of k-tile 0 (x, y) and of k-tile 2 (z, w) */
+    auto load_stage = [&](uint4 &wv, uint4 &zv, int c) {
+        wv = ld_stream(wp + (size_t)(c - c0) * 32);
+        const size_t g0 = (size_t)min((4 * c) >> sh.gshift, sh.G - 1) * sh.Np, g1 = (size_t)min((4 * c + 2) >> sh.gshift, sh.G - 1) * sh.Np;
+        zv = make_uint4(__ldg(sza + g0), __ldg(szb + g0), __ldg(sza + g1), __ldg(szb + g1));
+    };
+#pragma unroll
+    for (int p = 0; p < P; p++)
+        if (c0 + p < c1) load_stage(wb[p], zb4[p], c0 + p);
+    if (c0 < c1) load_x(c0, 0);
 
     int cur = -1;
     float sa = 0.0f, sb = 0.0f;
     uint32_t za = 0, zb = 0;
-    /* P chunks in flight per lane: buf[p] holds chunk c + p; refilled with chunk c + p + P once used */
-    constexpr int P = MT <= 2 ? 4 : 2;
-    const uint4 *wp = qw + ((size_t)nt * sh.kc + c0) * 32 + lane;
-    uint4 buf[P];
-#pragma unroll
-    for (int p = 0; p < P; p++) buf[p] = c0 + p < c1 ? ld_stream(wp + (size_t)p * 32) : make_uint4(0, 0, 0, 0);
     for (int cb = c0; cb < c1; cb += P) {
 #pragma unroll
         for (int p = 0; p < P; p++) {
             const int c = cb + p;
             if (c >= c1) break;
-            const uint4 w = buf[p];
-            if (c + P < c1) buf[p] = ld_stream(wp + (size_t)(c + P - c0) * 32);
+            const uint4 w = wb[p], zw = zb4[p];
+            if (c + P < c1) load_stage(wb[p], zb4[p], c + P);
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int kt = c * 4 + j;
-                const int grp = min(kt >> sh.gshift, sh.G - 1);
-                if (grp != cur) {
-                    if (cur >= 0) {
+            for (int h = 0; h < 2; h++) {
+                uint4 xc[MT];
 #pragma unroll
-                        for (int i = 0; i < MT; i++) {
-                            tot[i][0] = __fadd_rn(tot[i][0], __fmul_rn(sa, par[i][0]));
-                            tot[i][1] = __fadd_rn(tot[i][1], __fmul_rn(sa, par[i][1]));
-                            tot[i][2] = __fadd_rn(tot[i][2], __fmul_rn(sb, par[i][2]));
-                            tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
-                            par[i][0] = par[i][1] = par[i][2] = par[i][3] = 0.0f;
+                for (int i = 0; i < MT; i++) xc[i] = xn[i];
+                if (h == 0) load_x(c, 1);
+                else if (c + 1 < c1) load_x(c + 1, 0);
+#pragma unroll
+                for (int jj = 0; jj < 2; jj++) {
+                    const int j = 2 * h + jj;
+                    const int kt = c * 4 + j;
+                    const int grp = min(kt >> sh.gshift, sh.G - 1);
+                    if (grp != cur) {
+                        if (cur >= 0) {
+#pragma unroll
+                            for (int i = 0; i < MT; i++) {
+                                tot[i][0] = __fadd_rn(tot[i][0], __fmul_rn(sa, par[i][0]));
+                                tot[i][1] = __fadd_rn(tot[i][1], __fmul_rn(sa, par[i][1]));
+                                tot[i][2] = __fadd_rn(tot[i][2], __fmul_rn(sb, par[i][2]));
+                                tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
+                                par[i][0] = par[i][1] = par[i][2] = par[i][3] = 0.0f;
+                            }
                         }
+                        cur = grp;
+                        const uint32_t va = h == 0 ? zw.x : zw.z, vb = h == 0 ? zw.y : zw.w;
+                        sa = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
+                        sb = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
+                        za = (va >> 16) | (va & 0xFFFF0000u);
+                        zb = (vb >> 16) | (vb & 0xFFFF0000u);
                     }
-                    cur = grp;
-                    const uint32_t va = __ldg(sz + (size_t)grp * sh.Np + na), vb = __ldg(sz + (size_t)grp * sh.Np + nb);
-                    sa = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
-                    sb = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
-                    za = (va >> 16) | (va & 0xFFFF0000u);
-                    zb = (vb >> 16) | (vb & 0xFFFF0000u);
-                }
-                const uint32_t word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
-                /* (1024 + q) - (1024 + z) = q - z exactly; rows gr (registers 0, 2) and gr + 8 (1, 3) */
-                const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za);
-                const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, zb);
-                const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, za);
-                const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, zb);
-                if ((j & 1) == 0) {
-                    const int col = c * CHUNK + 32 * (j >> 1); /* + 8t: in xr; K is a multiple of 8 */
-                    const bool ok = col + 8 * t < sh.K;
+                    const uint32_t word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
+                    /* (1024 + q) - (1024 + z) = q - z exactly; rows gr (registers 0, 2) and gr + 8 (1, 3) */
+                    const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za);
+                    const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, zb);
+                    const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, za);
+                    const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, zb);
 #pragma unroll
-                    for (int i = 0; i < MT; i++)
-                        xv[i] = (mok[i] && ok) ? __ldg(reinterpret_cast<const uint4 *>(xr[i] + col)) : make_uint4(0, 0, 0, 0);
-                }
-#pragma unroll
-                for (int i = 0; i < MT; i++) {
-                    const uint32_t b0 = (j & 1) ? xv[i].z : xv[i].x;
-                    const uint32_t b1 = (j & 1) ? xv[i].w : xv[i].y;
-                    mma16816(par[i], a0, a1, a2, a3, b0, b1);
+                    for (int i = 0; i < MT; i++) {
+                        const uint32_t b0 = jj ? xc[i].z : xc[i].x;
+                        const uint32_t b1 = jj ? xc[i].w : xc[i].y;
+                        mma16816(par[i], a0, a1, a2, a3, b0, b1);
+                    }
                 }
             }
         }
@@ -174,40 +251,7 @@ __global__ void __launch_bounds__(WARPS * 32) w4a16_tc_kernel(const uint4 *__res
             tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
         }
     }
-    /* D fragment: tot[i][0..1] rows (m) 2t, 2t + 1 of m-tile i at channel na; tot[i][2..3] at nb */
-#pragma unroll
-    for (int i = 0; i < MT; i++) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int m = m0 + i * 8 + 2 * t + (e & 1);
-            const int n = e < 2 ? na : nb;
-            if (m >= M || n >= sh.N) continue;
-            if (part != nullptr) {
-                part[((size_t)s * M + m) * sh.Np + n] = tot[i][e];
-            } else {
-                if (y32) y32[(size_t)m * sh.N + n] = tot[i][e];
-                if (y16) y16[(size_t)m * sh.N + n] = f32_to_f16_bits(tot[i][e]);
-            }
-        }
-    }
-}
-
-/* Second pass of split-K: y[m][n] = ((p_0 + p_1) + p_2) + ... + p_{S-1}, float32, in split order. */
-__global__ void w4a16_splitk_reduce(const float *__restrict__ part, int rows, int N, int Np, int splits, float *y32, uint16_t *y16)
-{
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)rows * N) return;
-    const size_t m = i / (size_t)N, n = i % (size_t)N;
-    const size_t stride = (size_t)rows * Np, base = m * Np + n;
-#ifdef QG_CUDA_MUTANT_INT4_SPLITK_REVERSED
-    float v = part[(size_t)(splits - 1) * stride + base];
-    for (int s = splits - 2; s >= 0; s--) v = __fadd_rn(v, part[(size_t)s * stride + base]);
-#else
-    float v = part[base];
-    for (int s = 1; s < splits; s++) v = __fadd_rn(v, part[(size_t)s * stride + base]);
-#endif
-    if (y32) y32[i] = v;
-    if (y16) y16[i] = f32_to_f16_bits(v);
+    tile_store<MT>(tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane);
 }
 
 /* x'[m][k'] = x[m][perm[k']] (act-order). */
@@ -401,25 +445,26 @@ int perm_of(const qg_w4a16 *L, int32_t *perm)
     return QG_ERR_ok;
 }
 
-template <int MT>
-int launch_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int splits, float *part, float *y32, uint16_t *y16,
-              cudaStream_t st)
+template <int MT, int P, int MINB>
+int launch_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int splits, float *part, unsigned *cnt, float *y32,
+              uint16_t *y16, cudaStream_t st)
 {
     const dev_shape d = dev_shape_of(w->s);
-    dim3 grid((unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits, (unsigned)ceil_div((size_t)M, (size_t)8 * MT));
-    w4a16_tc_kernel<MT><<<grid, WARPS * 32, 0, st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, y32, y16);
+    dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
+    w4a16_tc_kernel<MT, P, MINB>
+        <<<grid, WARPS * 32, 0, st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt, y32, y16);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_kernel launch", e);
 }
 
-int launch_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, int splits, float *part, float *y32,
-                uint16_t *y16, cudaStream_t st)
+int launch_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, int splits, float *part, unsigned *cnt,
+                float *y32, uint16_t *y16, cudaStream_t st)
 {
     /* m-tiles per warp from the whole call's M (register use only; no row's operations depend on it) */
-    if (mt_for <= 8) return launch_tc<1>(w, x, rows, splits, part, y32, y16, st);
-    if (mt_for <= 16) return launch_tc<2>(w, x, rows, splits, part, y32, y16, st);
-    if (mt_for <= 32) return launch_tc<4>(w, x, rows, splits, part, y32, y16, st);
-    return launch_tc<8>(w, x, rows, splits, part, y32, y16, st);
+    if (mt_for <= 8) return launch_tc<1, 5, 4>(w, x, rows, splits, part, cnt, y32, y16, st);
+    if (mt_for <= 16) return launch_tc<2, 4, 4>(w, x, rows, splits, part, cnt, y32, y16, st);
+    if (mt_for <= 32) return launch_tc<4, 3, 3>(w, x, rows, splits, part, cnt, y32, y16, st);
+    return launch_tc<8, 2, 2>(w, x, rows, splits, part, cnt, y32, y16, st);
 }
 
 size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
@@ -431,6 +476,7 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
         return QG_ERR_argument_invalid;
     if (((uintptr_t)dx & 15) != 0 || ((uintptr_t)ws & 15) != 0) return QG_ERR_argument_invalid; /* 16-byte loads of x */
     if (M > (size_t)QG_W4A16_TC_MAX_M) return QG_ERR_shape_invalid;
+    if (ceil_div(w->s.Np / ROWS, WARPS) > 65535) return QG_ERR_shape_invalid; /* grid.y: groups of 4 n-tiles */
     const qg_w4a16_tc_shape &s = w->s;
     const int S = splits > 0 ? splits : s.splits;
     if (S > QG_W4A16_TC_MAX_SPLITS) return QG_ERR_argument_invalid;
@@ -449,18 +495,14 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
     }
     float *part = (float *)p;
     if (part_out) *part_out = S > 1 ? part : nullptr;
-    if (S == 1) return launch_rows(w, x, (int)M, (int)M, 1, nullptr, dy32, dy16, st);
-    /* slices of MSLICE rows through one workspace of S x MSLICE x Np partials */
+    if (S == 1) return launch_rows(w, x, (int)M, (int)M, 1, nullptr, nullptr, dy32, dy16, st);
+    /* slices of MSLICE rows through one workspace of S x MSLICE x Np partials and the turnstile counters */
+    unsigned *cnt = (unsigned *)(p + align256((size_t)S * ((size_t)M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4));
     for (size_t r0 = 0; r0 < M; r0 += MSLICE) {
         const size_t rows = M - r0 < (size_t)MSLICE ? M - r0 : (size_t)MSLICE;
-        int rc = launch_rows(w, x + r0 * s.K, (int)rows, (int)M, S, part, nullptr, nullptr, st);
+        int rc = launch_rows(w, x + r0 * s.K, (int)rows, (int)M, S, part, cnt, dy32 ? dy32 + r0 * s.N : nullptr,
+                             dy16 ? dy16 + r0 * s.N : nullptr, st);
         if (rc != QG_ERR_ok) return rc;
-        const size_t n = rows * s.N;
-        w4a16_splitk_reduce<<<(unsigned)ceil_div(n, 256), 256, 0, st>>>(part, (int)rows, (int)s.N, (int)s.Np, S,
-                                                                       dy32 ? dy32 + r0 * s.N : nullptr,
-                                                                       dy16 ? dy16 + r0 * s.N : nullptr);
-        cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) return qg_cuda_fail("w4a16_splitk_reduce launch", e);
     }
     return QG_ERR_ok;
 }
@@ -514,7 +556,8 @@ size_t workspace_bytes_of(const qg_w4a16_tc_shape &s, bool act_order, size_t M, 
     const int S = splits > 0 ? splits : s.splits;
     size_t b = 0;
     if (act_order) b += align256(M * s.K * 2);
-    if (S > 1) b += (size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4;
+    /* partials, then one turnstile counter per (n-tile, block of >= 8 rows) of a slice */
+    if (S > 1) b += align256((size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4) + s.Np / ROWS * (MSLICE / 8) * 4;
     return b;
 }
 

@@ -151,7 +151,10 @@ int bench_shape(const qg_bench_opts *o, double bw, size_t l2, cublasHandle_t h, 
     CK(cudaMalloc((void **)&dy, Mmax * N * 2));
     CK(cudaMalloc((void **)&dy1, N * 2));
     CK(cudaMalloc((void **)&dy32, N * 4));
-    if (wsb > 0) CK(cudaMalloc(&ws, wsb));
+    if (wsb > 0) {
+        CK(cudaMalloc(&ws, wsb));
+        CK(cudaMemset(ws, 0, wsb)); /* the split-K turnstile counters start at 0 (each call leaves them so) */
+    }
     qg_bench_fill_half(dx, Mmax * K);
     CK(cudaDeviceSynchronize());
     rc = check_m1(&L, &w0, dx, ws, dy32, label);

@@ -30,8 +30,9 @@
  * exact fp16 integer (|q - z| <= 15) and fp16 x, so every product is exact (e_k = 0). Per group, the
  * mma blocks of the group accumulate into a fresh float32 partial p (started at 0); at the group's end
  * (or the split's) t = RN32(t + RN32(s * p)). Split-K: S = qg_w4a16_cuda_splits(N, K) contiguous ranges
- * of 64-column chunks; with S > 1 each split's t goes to a workspace and a second pass adds them in split
- * order 0, 1, .., S - 1 (float32, left to right); never atomics. S depends on N and K only, and each
+ * of 64-column chunks; with S > 1 each split's t goes to a workspace and, through a turnstile (an integer
+ * counter per tile), the warp that finishes the tile's last split adds them in split order 0, 1, .., S - 1
+ * (float32, left to right), whichever split finished last; never float atomics. S depends on N and K only, and each
  * output row's operations do not depend on M or on the other rows: batch-invariant and deterministic.
  */
 #ifndef QGOLD_KERNELS_INT4_CUDA_H
@@ -85,7 +86,7 @@ int qg_w4a16_repack_cuda(const qg_w4a16 *L, uint32_t *qw, uint32_t *sz, int32_t 
 int qg_w4a16_gemm_cuda(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, float *y_f32, uint16_t *y_f16);
 /* The same function under the name of the registry path w4a16_gemv (batch = M). */
 int qg_w4a16_gemv_cuda(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t batch, float *y_f32, uint16_t *y_f16);
-/* As qg_w4a16_gemm_cuda with y_f32, and the split partials the second pass reduced: partials S x M x N
+/* As qg_w4a16_gemm_cuda with y_f32, and the split partials the turnstile reduced: partials S x M x N
  * float32 (S = qg_w4a16_cuda_splits; with S = 1 the single partial is y). M <= QG_W4A16_TC_MSLICE. */
 int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, float *y_f32, float *partials);
 
@@ -107,8 +108,10 @@ typedef struct {
 /* Validates L, allocates the device arrays and repacks on the GPU (synchronous). */
 int qg_w4a16_cuda_upload(const qg_w4a16 *L, qg_w4a16_cuda_weights *w);
 void qg_w4a16_cuda_free(qg_w4a16_cuda_weights *w);
-/* Workspace bytes one launch with M rows needs (gathered x for act-order, split partials). splits: 0 for
- * the pinned qg_w4a16_cuda_splits, else a forced count (benchmarks only: other bits). */
+/* Workspace bytes one launch with M rows needs (gathered x for act-order, split partials, the split-K
+ * turnstile counters). splits: 0 for the pinned qg_w4a16_cuda_splits, else a forced count (benchmarks
+ * only: other bits). The workspace must be zeroed before its first use; every completed call leaves the
+ * counters at 0 again, so one zeroing serves any number of calls in stream order (not concurrent calls). */
 size_t qg_w4a16_cuda_workspace_bytes(const qg_w4a16_cuda_weights *w, size_t M, int splits);
 /* Asynchronous launch on device pointers: dx M x K fp16 (16-byte aligned, as the workspace), dy32 / dy16
  * M x N (either NULL). */
