@@ -43,7 +43,12 @@ template <typename T> __global__ void dequant_q4k(const uint8_t *blocks, size_t 
         if (broken && at == n - 1) store(&y[n], 0.0f); /* defect: one past the end */
 #endif
 #if defined(QGP_CUDA_BREAK_FAULT)
-        if (broken && at == 0) store((T *)nullptr + threadIdx.x, 0.0f); /* defect: a NULL device pointer */
+        if (broken && at == 0) { /* defect: a store through a NULL device pointer, which the compiler cannot
+                                    see is NULL (a plain nullptr store is undefined and may be dropped) */
+            T *bad;
+            asm volatile("mov.u64 %0, 0;" : "=l"(bad));
+            store(bad + threadIdx.x, 0.0f);
+        }
 #endif
     }
 }
