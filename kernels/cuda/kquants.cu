@@ -592,6 +592,12 @@ int dequant_host(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, 
 
 } // namespace
 
+extern "C" int qg_kq_dequant_cuda_async(qg_ktype t, const void *dblocks, size_t rows, size_t cols, float *dy_f32, uint16_t *dy_f16,
+                                        void *stream)
+{
+    return launch_dequant(t, (const uint8_t *)dblocks, rows * (cols / QK), dy_f32, dy_f16, (cudaStream_t)stream);
+}
+
 extern "C" int qg_kq_dequant_f32_cuda(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y)
 {
     return dequant_host(t, blocks, nbytes, rows, cols, y, nullptr);

@@ -1,6 +1,7 @@
 /* GPU half of `qgold bench --plugin`: a CUDA plugin's K-quant GEMV timed on device pointers beside qgold's
  * own CUDA GEMV of the same format (qg_kq_gemv_cuda_async) and cuBLAS fp16 at the same shape and batch,
- * interleaved in one run; a CUDA plugin's dequantizer against BW_copy. As every GPU figure of qgold
+ * interleaved in one run; a CUDA plugin's dequantizer beside qgold's (qg_kq_dequant_cuda_async), both
+ * against BW_copy. As every GPU figure of qgold
  * bench: CUDA-graph replays of back-to-back calls timed with events, weights rotating through >= 12x the
  * L2 size, median of the repetitions with min and max (bench spec). The plugin's function is called
  * during graph capture, so it must only enqueue work on the stream it is given (the ABI's contract). */
@@ -23,7 +24,8 @@
 namespace {
 
 struct plug_ctx {
-    const qgold_plugin_kernel *d; /* NULL: qgold's own GEMV */
+    const qgold_plugin_kernel *d; /* NULL: qgold's own kernel of the path */
+    bool gemv;                    /* the GEMV path, else dequant */
     qg_ktype t;
     uint8_t **w;
     int ncopies;
@@ -40,10 +42,11 @@ int plug_launch(void *vctx, int call, cudaStream_t s)
     const uint8_t *w = c->w[call % c->ncopies];
     const qgold_plugin_kernel *d = c->d;
     int rc;
-    if (d == nullptr) rc = qg_kq_gemv_cuda_async(c->t, w, c->rows, c->cols, c->x, c->batch, nullptr, c->y16, s);
+    if (d == nullptr && c->gemv) rc = qg_kq_gemv_cuda_async(c->t, w, c->rows, c->cols, c->x, c->batch, nullptr, c->y16, s);
+    else if (d == nullptr) rc = qg_kq_dequant_cuda_async(c->t, w, c->rows, c->cols, c->y32, nullptr, s);
     else if (d->kind == QGOLD_PLUGIN_KQ_GEMV) rc = d->fn.kq_gemv(d->user, w, c->nbytes, c->rows, c->cols, c->x, c->batch, nullptr, c->y16, c->ws, s);
     else rc = d->fn.kq_dequant_f32(d->user, w, c->nbytes, c->rows, c->cols, c->y32, c->ws, s);
-    if (rc != 0) fprintf(stderr, "qgold: bench %s: the call returned %d\n", d ? d->name : "qgold's own GEMV", rc);
+    if (rc != 0) fprintf(stderr, "qgold: bench %s: the call returned %d\n", d ? d->name : "qgold's own kernel", rc);
     return rc;
 }
 
@@ -52,7 +55,7 @@ int bench_plugin(const qg_bench_opts *o, const qgold_plugin_kernel *d, double bw
     const bool gemv = d->kind == QGOLD_PLUGIN_KQ_GEMV;
     if (!gemv && d->kind != QGOLD_PLUGIN_KQ_DEQUANT) return 0;
     const qg_ktype t = (qg_ktype)qg_kq_from_name(d->format);
-    const qg_kernel *own = gemv ? qg_registry_find(d->format, "gemv", QG_BACKEND_CUDA) : nullptr;
+    const qg_kernel *own = qg_registry_find(d->format, d->path, QG_BACKEND_CUDA);
     /* The shape of the CPU plugin rows (a 7B-class projection); --quick: a small one. */
     const size_t rows = o->quick ? 512 : 4096, cols = o->quick ? 4096 : 14336;
     const size_t rb = cols / 256 * qg_kq_block_bytes(t), qbytes = rows * rb, hbytes = rows * cols * 2;
@@ -111,7 +114,7 @@ int bench_plugin(const qg_bench_opts *o, const qgold_plugin_kernel *d, double bw
             CK(cudaMalloc(&ws, wsb));
             CK(cudaMemset(ws, 0, wsb));
         }
-        plug_ctx pc = {d, t, wq, nq, rows, cols, B, qbytes, x, y16, y32, ws}, oc = pc;
+        plug_ctx pc = {d, gemv, t, wq, nq, rows, cols, B, qbytes, x, y16, y32, ws}, oc = pc;
         oc.d = nullptr;
         qg_bench_blas_ctx bc = {h, wh, nh, rows, cols, B, (const __half *)x, (__half *)y16};
         /* One plain call first, outside any graph: the plugin's own CUDA runtime initialises itself here
@@ -127,7 +130,7 @@ int bench_plugin(const qg_bench_opts *o, const qgold_plugin_kernel *d, double bw
         one.reps = 1;
         for (int r = 0; r < o->reps && rc == 0; r++) {
             if (gemv) rc = qg_bench_time_graph(&one, nh * 2, qg_bench_blas_launch, &bc, &tb[r], &lo, &hi);
-            if (rc == 0 && gemv) rc = qg_bench_time_graph(&one, nq * 2, plug_launch, &oc, &tq[r], &lo, &hi);
+            if (rc == 0) rc = qg_bench_time_graph(&one, nq * 2, plug_launch, &oc, &tq[r], &lo, &hi);
             if (rc == 0) rc = qg_bench_time_graph(&one, nq * 2, plug_launch, &pc, &tp[r], &lo, &hi);
         }
         if (ws) cudaFree(ws);
@@ -143,19 +146,17 @@ int bench_plugin(const qg_bench_opts *o, const qgold_plugin_kernel *d, double bw
          * float32 outputs written (dequant) */
         out.bytes = (double)qbytes + (gemv ? (double)(cols * B * 2) + (double)(rows * B * 2) : (double)rows * cols * 4);
         const double t_blas = gemv ? qg_bench_median(tb, o->reps, nullptr, nullptr) : 0;
-        double t_own = 0;
-        if (gemv) {
-            out.backend = "cuda";
-            t_own = out.t_med = qg_bench_median(tq, o->reps, &out.t_lo, &out.t_hi);
-            out.eff = out.bytes / out.t_med / bw;
-            out.speedup = t_blas / out.t_med, out.speedup_vs = "cuBLAS fp16";
-            qg_bench_emit(o, &out);
-        }
+        /* qgold's own row: speedup over cuBLAS fp16 (GEMV); a dequantizer has no baseline but BW_copy */
+        out.backend = "cuda";
+        const double t_own = out.t_med = qg_bench_median(tq, o->reps, &out.t_lo, &out.t_hi);
+        out.eff = out.bytes / out.t_med / bw;
+        out.speedup = gemv ? t_blas / out.t_med : 0, out.speedup_vs = gemv ? "cuBLAS fp16" : "";
+        qg_bench_emit(o, &out);
         out.backend = "plugin";
         out.t_med = qg_bench_median(tp, o->reps, &out.t_lo, &out.t_hi);
         out.eff = out.bytes / out.t_med / bw;
-        out.speedup = gemv ? t_own / out.t_med : 0;
-        out.speedup_vs = gemv ? (own ? own->name : "qgold cuda") : "";
+        out.speedup = t_own / out.t_med;
+        out.speedup_vs = own ? own->name : "qgold cuda";
         qg_bench_emit(o, &out);
     }
     if (h) cublasDestroy(h);

@@ -22,7 +22,7 @@ int qg_kq_dot_q8k_neon(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, si
 int qg_kq_gemv_neon(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
                     float *y_f32, uint16_t *y_f16);
 
-/* CUDA, host pointers: copy in, run on canary-guarded device outputs, copy out. */
+/* CUDA, host pointers: validate, then one qg_cuda_run (copy in, outputs through the output hooks, copy out). */
 int qg_kq_dequant_f32_cuda(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y);
 int qg_kq_dequant_f16_cuda(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y);
 int qg_kq_gemv_cuda(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,
@@ -30,6 +30,10 @@ int qg_kq_gemv_cuda(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, si
 /* CUDA, device pointers, asynchronous on `stream` (a cudaStream_t), no validation: for benchmarks. */
 int qg_kq_gemv_cuda_async(qg_ktype t, const void *dw, size_t rows, size_t cols, const void *dx, size_t batch, float *dy_f32,
                           uint16_t *dy_f16, void *stream);
+/* CUDA, device pointers: dequantize rows x cols weights (exactly one of dy_f32 / dy_f16), asynchronous on
+ * `stream`, no validation beyond the type: for benchmarks. */
+int qg_kq_dequant_cuda_async(qg_ktype t, const void *dblocks, size_t rows, size_t cols, float *dy_f32, uint16_t *dy_f16,
+                             void *stream);
 
 #ifdef __cplusplus
 }
