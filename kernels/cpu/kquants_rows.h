@@ -416,7 +416,8 @@ static inline int kq_gemv(qg_ktype t, const uint8_t *w, size_t nbytes, size_t ro
 /* Each activation vector is quantized once by the reference quantizer (so a Q8_K block's bsums are the
  * sums of its codes), then output (m, b) is the dot of weight row m with Q8_K row b in the dot float
  * order above: the same code whatever the batch size, the row split or the thread count, so outputs
- * are batch- and thread-count invariant. Q6_K may take its -32 correction from the bsums here (an ISA
+ * are batch- and thread-count invariant. An ISA file defining KQ_HAVE_Q8K_QUANTIZE supplies
+ * kq_q8k_quantize_block(x, xf, blk), 256 fp16 values to the reference quantizer's Q8_K bytes. Q6_K may take its -32 correction from the bsums here (an ISA
  * file defining KQ_HAVE_DOT_Q6_BSUMS supplies kq_dot_q6_bsums(a, wb, yb)): exact because these bsums
  * are the code sums by construction, which the dot entry point cannot assume of its input. */
 #ifndef KQ_HAVE_DOT_Q6_BSUMS
@@ -439,7 +440,11 @@ typedef struct {
 static void kq_q8g_quantize_range(void *vc, size_t g0, size_t g1)
 {
     const kq_q8g_ctx *c = vc;
+#ifdef KQ_HAVE_Q8K_QUANTIZE /* the ISA's block quantizer, the reference's bytes */
+    for (size_t g = g0; g < g1; g++) kq_q8k_quantize_block(c->x + g * QK, c->xf + g * QK, (uint8_t *)c->q8 + g * QG_Q8K_BYTES);
+#else
     (void)qg_kq_q8k_activations(c->x + g0 * QK, g1 - g0, QK, c->xf + g0 * QK, (uint8_t *)c->q8 + g0 * QG_Q8K_BYTES);
+#endif
 }
 
 QG_INLINE float kq_q8g_dot(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb)
@@ -452,6 +457,23 @@ QG_INLINE float kq_q8g_dot(const qg_ktype t, const uint8_t *wrow, const uint8_t 
         else a = kq_dot_q45(a, wb, yb, t == QG_Q5_K, NULL, NULL);
     }
     return kq_dsum_result(a);
+}
+
+/* qg_kq_q8k_quantize_<isa>: n fp16 activations (n a positive multiple of 256) to n / 256 Q8_K blocks,
+ * the bytes of qg_kq_q8k_activations; the GEMV's own quantizer, exposed so tests compare its bytes. */
+static inline int kq_q8k_quantize(const uint16_t *x, size_t n, uint8_t *q8)
+{
+    if (x == NULL || q8 == NULL) return QG_ERR_argument_invalid;
+    if (n == 0 || n % QK != 0) return QG_ERR_kq_cols_not_multiple;
+    _Alignas(32) float xf[QK];
+    for (size_t g = 0; g < n / QK; g++) {
+#ifdef KQ_HAVE_Q8K_QUANTIZE
+        kq_q8k_quantize_block(x + g * QK, xf, q8 + g * QG_Q8K_BYTES);
+#else
+        (void)qg_kq_q8k_activations(x + g * QK, 1, QK, xf, q8 + g * QG_Q8K_BYTES);
+#endif
+    }
+    return QG_ERR_ok;
 }
 
 QG_INLINE void kq_q8g_rows_t(const kq_q8g_ctx *c, size_t m0, size_t m1, const qg_ktype t)

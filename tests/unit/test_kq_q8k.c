@@ -3,7 +3,10 @@
  *   - the CPU kernels: each output the bits of the pinned dot float order (kernels/cpu/kquants_rows.h,
  *     "Dot float order") formed here from the reference's exact integers S_i, M_i: sumS = fma(D dy,
  *     S_i, sumS), sumM = fma(Dm dy, M_i, sumM), y = sumS - sumM; the fp16 output that value rounded;
+ *     (activations include the quantizer's special cases: zeros, sign ties of the max, subnormals, rounding
+ *     ties, inf, NaN, the largest fp16 values);
  *   - thread-count invariance (1, 2 and 3 threads bitwise) and batch invariance (each column alone);
+ *   - the path's activation quantizer against the reference quantizer's bytes;
  *   - the named errors (Q8_K weights unsupported, the GEMV's argument checks);
  *   - the kind's on-the-fly audit checks (random codes, random bytes with inf/NaN scales);
  *   - the CPU dot rows (dot_q8k, which the path's kernels share) against the same pinned order bitwise,
@@ -14,6 +17,7 @@
 #include "qgold/errors.h"
 #include "qgold/fp16.h"
 #include "qgold/kquants_layout.h"
+#include "qgold/kernels_kq_q8k.h"
 #include "qgold/kquants_q8k_gemv.h"
 #include "qgold/rng.h"
 #include "qgold/threads.h"
@@ -34,7 +38,33 @@ static void make_inputs(qg_ktype t, size_t rows, size_t cols, size_t batch, uint
         put16(blk + (t == QG_Q6_K ? QG_Q6K_D : QG_Q4K_D), qg_f32_to_f16(qg_rng_uniform(&g_rng, 0.0001f, 0.002f)));
         if (t != QG_Q6_K) put16(blk + QG_Q4K_DMIN, qg_f32_to_f16(qg_rng_uniform(&g_rng, 0.0001f, 0.002f)));
     }
-    for (size_t i = 0; i < batch * cols; i++) x[i] = qg_f32_to_f16(qg_rng_uniform(&g_rng, -1.0f, 1.0f));
+    for (size_t i = 0; i < batch * cols; i++) x[i] = qg_f32_to_f16(qg_rng_uniform(&g_rng, -1.0f, 1.0f)); /* below 3.5 */
+}
+
+/* Activations the Q8_K quantizer treats specially, one block each (cols >= 512 x batch 5): an all-zero
+ * block; -a before +a (the first sets the sign of max); fp16 subnormals only; values on rounding ties
+ * (k + 1/2 after scaling); an inf; a NaN; +a before -a; the largest fp16 values. */
+static void special_activations(uint16_t *x, size_t cols, size_t batch)
+{
+    const size_t nblk = batch * cols / QG_QK_K;
+    for (size_t g = 0; g < nblk && g < 8; g++) {
+        uint16_t *b = x + g * QG_QK_K;
+        switch (g) {
+        case 0: memset(b, 0, QG_QK_K * 2); break;
+        case 1: b[3] = qg_f32_to_f16(-3.5f), b[200] = qg_f32_to_f16(3.5f); break; /* above the random values */
+        case 2:
+            for (int i = 0; i < QG_QK_K; i++) b[i] = (uint16_t)((i * 37) & 0x3FF) | (uint16_t)(i & 1) << 15;
+            break;
+        case 3: /* max 127/64 scaled to 127: code of k/64 is k, ties at (2k+1)/128 */
+            for (int i = 0; i < QG_QK_K; i++) b[i] = qg_f32_to_f16((float)((i % 255) - 127) / 64.0f + (i % 3 == 0 ? 1.0f / 128 : 0.0f));
+            b[0] = qg_f32_to_f16(127.0f / 64.0f);
+            break;
+        case 4: b[17] = 0x7C00; break;
+        case 5: b[99] = 0x7E00; break;
+        case 6: b[5] = qg_f32_to_f16(4.0f), b[6] = qg_f32_to_f16(-4.0f); break;
+        case 7: b[0] = 0x7BFF, b[1] = 0xFBFF, b[2] = 0x7BFE; break;
+        }
+    }
 }
 
 /* The expected float32 outputs [b][m]: the reference dot (ref row) or the pinned SIMD order. */
@@ -74,6 +104,7 @@ static void check_row(const qg_kernel *k)
 {
     const qg_ktype t = (qg_ktype)qg_kq_from_name(k->format);
     const int simd = k->backend != QG_BACKEND_REF;
+    /* the last shape carries special_activations */
     static const size_t shapes[][3] = {{1, 256, 1}, {33, 1024, 3}, {70, 2048, 16}, {300, 4096, 2}, {129, 512, 5}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const size_t rows = shapes[si][0], cols = shapes[si][1], batch = shapes[si][2], ny = rows * batch;
@@ -86,7 +117,10 @@ static void check_row(const qg_kernel *k)
             return;
         }
         make_inputs(t, rows, cols, batch, w, x);
+        if (si == 4) special_activations(x, cols, batch);
         QG_CHECK(expected(t, simd, w, rows, cols, x, batch, ex) == 0, "expected outputs");
+        for (size_t i = 0; i < ny; i++)
+            if (simd && ex[i] != ex[i]) ex[i] = qg_f32_from_bits(0x7FC00000u); /* the canonical NaN the CPU kernels write */
         qg_set_threads(1);
         QG_CHECK(k->fn.kq_gemv(t, w, nbytes, rows, cols, x, batch, y, y16) == QG_ERR_ok, "%s call", k->name);
         size_t bad = ny;
@@ -179,6 +213,41 @@ static void check_dot_rows(int only)
     }
 }
 
+/* The backend's activation quantizer against the reference quantizer's bytes, on the special
+ * activations and on random ones. */
+static void check_quantizer(int only)
+{
+    typedef int (*qfn)(const uint16_t *, size_t, uint8_t *);
+    qfn fn = NULL;
+    const char *name = NULL;
+#if defined(__x86_64__)
+    if ((only < 0 || only == QG_BACKEND_AVX2) && qg_backend_available(QG_BACKEND_AVX2, NULL, 0)) fn = qg_kq_q8k_quantize_avx2, name = "avx2";
+#endif
+#if defined(__aarch64__)
+    if ((only < 0 || only == QG_BACKEND_NEON) && qg_backend_available(QG_BACKEND_NEON, NULL, 0)) fn = qg_kq_q8k_quantize_neon, name = "neon";
+#endif
+    if (fn == NULL) return;
+    enum { COLS = 512, BATCH = 5, N = COLS * BATCH, NB = N / QG_QK_K };
+    static uint16_t x[N];
+    static float xf[COLS];
+    static uint8_t a[NB * QG_Q8K_BYTES], b[NB * QG_Q8K_BYTES];
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < N; i++) x[i] = qg_f32_to_f16(qg_rng_uniform(&g_rng, -3.0f, 3.0f));
+        if (round == 0) special_activations(x, COLS, BATCH);
+        QG_CHECK(qg_kq_q8k_activations(x, BATCH, COLS, xf, a) == QG_ERR_ok, "reference activations");
+        memset(b, 0xA5, sizeof b);
+        QG_CHECK(fn(x, N, b) == QG_ERR_ok, "%s quantizer", name);
+        size_t bad = sizeof a;
+        for (size_t i = 0; i < sizeof a && bad == sizeof a; i++)
+            if (a[i] != b[i]) bad = i;
+        QG_CHECK(bad == sizeof a, "%s quantizer round %d: block %zu byte %zu: %02x, the reference %02x", name, round, bad / QG_Q8K_BYTES,
+                 bad % QG_Q8K_BYTES, bad < sizeof a ? b[bad] : 0, bad < sizeof a ? a[bad] : 0);
+    }
+    QG_CHECK(fn(x, 300, b) == QG_ERR_kq_cols_not_multiple, "%s quantizer: 300 values", name);
+    QG_CHECK(fn(x, 0, b) == QG_ERR_kq_cols_not_multiple, "%s quantizer: 0 values", name);
+    QG_CHECK(fn(NULL, N, b) == QG_ERR_argument_invalid, "%s quantizer: NULL input", name);
+}
+
 int main(int argc, char **argv)
 {
     const int only = argc > 1 ? qg_backend_from_name(argv[1]) : -1;
@@ -204,6 +273,7 @@ int main(int argc, char **argv)
     }
     QG_CHECK(ran >= 3, "%d rows of kq_gemv_q8k ran", ran);
     check_dot_rows(only);
+    check_quantizer(only);
     printf("%d rows, %d checks, %d failures\n", ran, qg_test_checks, qg_test_failures);
     return qg_test_failures != 0;
 }

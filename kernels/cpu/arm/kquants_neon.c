@@ -353,3 +353,5 @@ int qg_kq_gemv_q8k_neon(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows
 {
     return kq_gemv_q8k(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
 }
+
+int qg_kq_q8k_quantize_neon(const uint16_t *x, size_t n, uint8_t *q8) { return kq_q8k_quantize(x, n, q8); }

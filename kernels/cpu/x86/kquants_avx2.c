@@ -558,6 +558,64 @@ QG_INLINE void kq_q4_rows_b1(const uint8_t *w0, size_t rb, size_t nb, const floa
 }
 
 
+/* The Q8_K GEMV's activations (kquants_rows.h): 256 fp16 values to one Q8_K block with the bytes of the
+ * reference quantizer (qg_kq_quantize_ref), the same float operations in vector form: amax = max |x|;
+ * max = the first x with |x| = amax (its sign); iscale = -127 / max; q = nearest_int(iscale * x) as
+ * the reference forms it (the bits of iscale*x + 1.5*2^23, RNE, |iscale*x| <= 127 here), min(q, 127);
+ * bsums the code sums (VPSADBW of q + 128, minus 16*128); d = 1 / iscale. A block with an inf or NaN
+ * value, or all zeros, goes to the reference quantizer itself (xf receives the float32 values). */
+#define KQ_HAVE_Q8K_QUANTIZE 1
+static void kq_q8k_quantize_block(const uint16_t *x, float *xf, uint8_t *blk)
+{
+    const __m256 sgn = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(__builtin_inff());
+    __m256 mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int v = 0; v < 32; v++) {
+        const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + 8 * v)));
+        _mm256_storeu_ps(xf + 8 * v, f);
+        const __m256 a = _mm256_andnot_ps(sgn, f);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* inf or NaN */
+        mx = _mm256_max_ps(mx, a);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    if (_mm256_movemask_ps(bad) != 0 || amax == 0.0f) {
+        (void)qg_kq_quantize_ref(QG_Q8_K, xf, 1, QK, blk, QG_Q8K_BYTES);
+        return;
+    }
+    float max = 0.0f;
+    const __m256 am = _mm256_set1_ps(amax);
+    for (int v = 0; v < 32; v++) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sgn, _mm256_loadu_ps(xf + 8 * v)), am, _CMP_EQ_OQ));
+        if (hit != 0) {
+            max = xf[8 * v + __builtin_ctz((unsigned)hit)];
+            break;
+        }
+    }
+    const float iscale = -127.0f / max;
+    const __m256 is = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.0f);
+    const __m256i low23 = _mm256_set1_epi32(0x7FFFFF), off = _mm256_set1_epi32(0x400000), k127 = _mm256_set1_epi32(127);
+    for (int v = 0; v < 32; v += 4) {
+        __m256i q[4];
+        for (int u = 0; u < 4; u++) {
+            const __m256 s = _mm256_add_ps(_mm256_mul_ps(is, _mm256_loadu_ps(xf + 8 * (v + u))), magic);
+            q[u] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(s), low23), off), k127);
+        }
+        /* int32 -> int8 (|q| <= 127: no saturation); the packs interleave lanes, the permute restores order */
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *)(blk + QG_Q8K_QS + 8 * v), _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+    for (int g = 0; g < 16; g += 2) { /* groups g, g+1: sums of (q + 128) per 8 bytes, minus 8 * 128 each */
+        const __m256i b = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + QG_Q8K_QS + 16 * g)), _mm256_set1_epi8((char)0x80));
+        const __m256i s = _mm256_sad_epu8(b, _mm256_setzero_si256());
+        const int s0 = _mm256_extract_epi16(s, 0) + _mm256_extract_epi16(s, 4) - 2048, s1 = _mm256_extract_epi16(s, 8) + _mm256_extract_epi16(s, 12) - 2048;
+        blk[QG_Q8K_BSUMS + 2 * g] = (uint8_t)s0, blk[QG_Q8K_BSUMS + 2 * g + 1] = (uint8_t)((unsigned)s0 >> 8);
+        blk[QG_Q8K_BSUMS + 2 * g + 2] = (uint8_t)s1, blk[QG_Q8K_BSUMS + 2 * g + 3] = (uint8_t)((unsigned)s1 >> 8);
+    }
+    const float d = 1.0f / iscale;
+    memcpy(blk + QG_Q8K_D, &d, 4);
+}
+
 /* n fp16 activations (n a multiple of 256) to float32, exact; xf 32-byte aligned. */
 static void kq_convert_x(const uint16_t *x, size_t n, float *xf)
 {
@@ -592,3 +650,5 @@ int qg_kq_gemv_q8k_avx2(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows
 {
     return kq_gemv_q8k(t, w, nbytes, rows, cols, x, batch, y_f32, y_f16);
 }
+
+int qg_kq_q8k_quantize_avx2(const uint16_t *x, size_t n, uint8_t *q8) { return kq_q8k_quantize(x, n, q8); }
