@@ -10,9 +10,11 @@
  * Quantize. amax is a max of |v| taken on the float bits as unsigned integers (for non-negative floats
  * the bit order is the value order, and NaN / inf sort above every finite value), so any reduction
  * order, and an integer atomicMax between CTAs, gives the same result: no float atomics. Blocks of at
- * most 512 elements: one warp per block; up to 65536: one CTA per block (the second pass re-reads the
- * block from L2); longer blocks (per tensor): amax per chunk combined with atomicMax, then a second
- * kernel quantizes. A block whose amax is not finite, or whose fp16 scale overflows, sets a bit of the
+ * most 512 elements: one warp per block; up to 2048 vectors of 16 bytes: one CTA per block holding the
+ * block in registers between the two passes (the input is read once); up to 65536: one CTA of 1024
+ * threads per block (the second pass re-reads the block, from L2 since at most two blocks per SM are in
+ * flight); longer blocks (per tensor): amax per chunk combined with atomicMax, then a second kernel
+ * quantizes. A block whose amax is not finite, or whose fp16 scale overflows, sets a bit of the
  * status word and writes nothing; the host wrapper then copies nothing back.
  *
  * W8A8, M <= 16: a GEMV-shaped kernel. A warp owns 4 rows of B and streams them once with 16-byte
@@ -22,7 +24,10 @@
  * 64x64 (4 warps of 32x32) for small grids, K in steps of 64 through a 3-stage cp.async pipeline into
  * shared memory padded to 80-byte rows (ldmatrix reads are then free of bank conflicts); unaligned
  * operands or K % 16 != 0 take a byte-wise load of the same tiles. Both finish with the epilogue in
- * registers. Integer sums are exact for K <= 131071 (checked first), so every path gives the same bits.
+ * registers. On sm_90a builds, grids with enough 128 x 256 (or 128 x 128) tiles to fill the GPU take
+ * warpgroup MMA instead (wgmma.m64nNk32.s8 from 128-byte-swizzled shared memory, two warpgroups per
+ * CTA, a 4-stage cp.async ring of 128-byte K steps, see k_w8a8_wgmma). Integer sums are exact for K <= 131071 (checked first), so every
+ * path gives the same bits: the choice of kernel is a matter of speed alone.
  *
  * W8A16. y[m][n] = sb[n] * sum_k B[n][k] X[m][k]. Each product of an int8 and an fp16 value is exact in
  * float32. Lane l of the warp owning row n takes the 16-element chunks c = l, l + 32, ... in order and
@@ -34,11 +39,13 @@
  */
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <atomic>
 
 #include "common.cuh"
+#include "qgold/cuda.h"
 #include "qgold/errors.h"
 #include "qgold/intq.h"
 #include "qgold/kernels_int8.h"
@@ -141,12 +148,13 @@ constexpr int QTHREADS = 256;
 /* G threads (32: a warp, or 256: the CTA) per block of `len` elements; V elements per load (the block
  * starts and lengths are multiples of V, the base 16-byte aligned, when V > 1). */
 template <int G, int SRC, int V>
-__global__ void __launch_bounds__(QTHREADS) k_quant_block(const void *x, size_t len, size_t count, int scale_type, int8_t *q,
-                                                          void *scales, uint32_t *status)
+__global__ void __launch_bounds__(G == 32 ? QTHREADS : G) k_quant_block(const void *x, size_t len, size_t count, int scale_type, int8_t *q,
+                                                                        void *scales, uint32_t *status)
 {
-    __shared__ uint32_t red[QTHREADS / 32];
+    constexpr int TPB = G == 32 ? QTHREADS : G;
+    __shared__ uint32_t red[TPB / 32];
     const int t = (int)threadIdx.x % G;
-    const size_t b = (size_t)blockIdx.x * (QTHREADS / G) + threadIdx.x / G;
+    const size_t b = (size_t)blockIdx.x * (TPB / G) + threadIdx.x / G;
     if (G == 32 && b >= count) return; /* whole warps leave; G == 256 grids have no excess */
     const size_t base = b * len;
     uint32_t m = 0;
@@ -159,12 +167,12 @@ __global__ void __launch_bounds__(QTHREADS) k_quant_block(const void *x, size_t 
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-    if (G == QTHREADS) {
+    if (G > 32) {
         if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
         __syncthreads();
         m = 0;
 #pragma unroll
-        for (int w = 0; w < QTHREADS / 32; w++) m = max(m, red[w]);
+        for (int w = 0; w < TPB / 32; w++) m = max(m, red[w]);
     }
     float s = 0.0f;
     uint16_t s16 = 0;
@@ -185,6 +193,55 @@ __global__ void __launch_bounds__(QTHREADS) k_quant_block(const void *x, size_t 
 #pragma unroll
         for (int j = 0; j < V; j++) c[j] = s == 0.0f ? (int8_t)0 : quantize_value(v[j], s);
         store_codes<V>(q, base + i, c);
+    }
+}
+
+/* Blocks of at most QR_THREADS * R * V elements (V-aligned): each thread keeps its R vectors (elements
+ * (j * QR_THREADS + t) * V + 0..V-1) in registers between the amax and the quantization, so the input is
+ * read from memory once. One CTA per block. */
+constexpr int QR_THREADS = 256;
+
+template <int R, int SRC, int V>
+__global__ void __launch_bounds__(QR_THREADS) k_quant_reg(const void *x, size_t len, int scale_type, int8_t *q, void *scales,
+                                                          uint32_t *status)
+{
+    __shared__ uint32_t red[QR_THREADS / 32];
+    const size_t b = blockIdx.x, base = b * len;
+    float v[R][V];
+    uint32_t m = 0;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        const size_t i = ((size_t)j * QR_THREADS + threadIdx.x) * V;
+        if (i < len) {
+            load_vec<SRC, V>(x, base + i, v[j]);
+#pragma unroll
+            for (int u = 0; u < V; u++) m = max(m, abs_bits(v[j][u]));
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0;
+#pragma unroll
+    for (int w = 0; w < QR_THREADS / 32; w++) m = max(m, red[w]);
+    float s = 0.0f;
+    uint16_t s16 = 0;
+    const uint32_t st = scale_of(m, scale_type, &s, &s16);
+    if (st != 0) {
+        if (threadIdx.x == 0) atomicOr(status, st);
+        return;
+    }
+    if (threadIdx.x == 0) store_scale(scales, scale_type, b, s, s16);
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        const size_t i = ((size_t)j * QR_THREADS + threadIdx.x) * V;
+        if (i < len) {
+            int8_t c[V];
+#pragma unroll
+            for (int u = 0; u < V; u++) c[u] = s == 0.0f ? (int8_t)0 : quantize_value(v[j][u], s);
+            store_codes<V>(q, base + i, c);
+        }
     }
 }
 
@@ -264,8 +321,18 @@ int launch_quant_v(size_t len, size_t count, int scale_type, const void *x, int8
     if (len <= QWARP_MAX) {
         const size_t grid = (count + QTHREADS / 32 - 1) / (QTHREADS / 32);
         k_quant_block<32, SRC, V><<<(unsigned)grid, QTHREADS, 0, st>>>(x, len, count, scale_type, q, scales, work);
+    } else if (V > 1 && len <= (size_t)QR_THREADS * 8 * V) {
+        if constexpr (V > 1) {
+            if (len <= (size_t)QR_THREADS * 2 * V)
+                k_quant_reg<2, SRC, V><<<(unsigned)count, QR_THREADS, 0, st>>>(x, len, scale_type, q, scales, work);
+            else if (len <= (size_t)QR_THREADS * 4 * V)
+                k_quant_reg<4, SRC, V><<<(unsigned)count, QR_THREADS, 0, st>>>(x, len, scale_type, q, scales, work);
+            else
+                k_quant_reg<8, SRC, V><<<(unsigned)count, QR_THREADS, 0, st>>>(x, len, scale_type, q, scales, work);
+        }
     } else if (len <= QCTA_MAX) {
-        k_quant_block<QTHREADS, SRC, V><<<(unsigned)count, QTHREADS, 0, st>>>(x, len, count, scale_type, q, scales, work);
+        /* 1024 threads: at most two blocks per SM in flight, so the second pass finds its block in L2 */
+        k_quant_block<1024, SRC, V><<<(unsigned)count, 1024, 0, st>>>(x, len, count, scale_type, q, scales, work);
     } else {
         const size_t chunks = (len + QCHUNK - 1) / QCHUNK;
         k_amax_chunk<SRC, V><<<(unsigned)(count * chunks), QTHREADS, 0, st>>>(x, len, chunks, work + 1);
@@ -302,14 +369,12 @@ struct epi_args {
     float *y32;
     uint16_t *y16;
     size_t M, N;
+    int pairs; /* N even and the outputs aligned for 2-element stores (8 bytes acc / y32, 4 bytes y16) */
 };
 
 /* The pinned chain of intq.md section 2, one rounding per step. */
-__device__ __forceinline__ void epilogue_store(const epi_args &e, size_t m, size_t n, int32_t acc)
+__device__ __forceinline__ float epilogue_value(const epi_args &e, size_t m, size_t n, int32_t acc)
 {
-    const size_t o = m * e.N + n;
-    if (e.acc != nullptr) e.acc[o] = acc;
-    if (e.y32 == nullptr && e.y16 == nullptr) return;
     float t = __int2float_rn(acc);
     t = __fmul_rn(t, e.sb[e.sb_all ? n : 0]);
     t = __fmul_rn(t, e.sa[e.sa_all ? m : 0]);
@@ -318,14 +383,93 @@ __device__ __forceinline__ void epilogue_store(const epi_args &e, size_t m, size
         t = __fadd_rn(t, b);
     }
     if (e.relu && !isnan(t)) t = t > 0.0f ? t : 0.0f;
+    return t;
+}
+
+__device__ __forceinline__ void epilogue_store(const epi_args &e, size_t m, size_t n, int32_t acc)
+{
+    const size_t o = m * e.N + n;
+    if (e.acc != nullptr) e.acc[o] = acc;
+    if (e.y32 == nullptr && e.y16 == nullptr) return;
+    const float t = epilogue_value(e, m, n, acc);
     if (e.y32 != nullptr) e.y32[o] = t;
     if (e.y16 != nullptr) e.y16[o] = f32_to_f16(t);
+}
+
+/* Tile epilogues: the scales and bias of the tile's columns and rows are staged in shared memory
+ * first (one coalesced pass, before any output is stored), so the per-element chain reads them from
+ * shared memory: read from global memory between the output stores, each load would wait for the
+ * previous stores (the compiler cannot prove they do not alias) and the epilogue would be latency-bound.
+ * The values and the order of the steps are those of epilogue_value. */
+struct epi_tile {
+    const float *sb, *bias, *sa; /* shared: BN, BN, BM values (bias 0 when absent) */
+};
+
+template <int BM, int BN, int THREADS>
+__device__ __forceinline__ epi_tile epi_stage(const epi_args &e, size_t m0, size_t n0, float *sh)
+{
+    epi_tile t = {sh, sh + BN, sh + 2 * BN};
+    if (e.y32 != nullptr || e.y16 != nullptr) {
+        for (int i = (int)threadIdx.x; i < BN; i += THREADS) {
+            const size_t n = n0 + i < e.N ? n0 + i : e.N - 1;
+            sh[i] = e.sb[e.sb_all ? n : 0];
+            sh[BN + i] = e.bias == nullptr ? 0.0f : e.bias_f16 ? f16_to_f32(((const uint16_t *)e.bias)[n]) : ((const float *)e.bias)[n];
+        }
+        for (int i = (int)threadIdx.x; i < BM; i += THREADS) {
+            const size_t m = m0 + i < e.M ? m0 + i : e.M - 1;
+            sh[2 * BN + i] = e.sa[e.sa_all ? m : 0];
+        }
+    }
+    __syncthreads();
+    return t;
+}
+
+__device__ __forceinline__ float epi_chain(const epi_args &e, int32_t acc, float sb, float sa, float bias)
+{
+    float t = __fmul_rn(__fmul_rn(__int2float_rn(acc), sb), sa);
+    if (e.bias != nullptr) t = __fadd_rn(t, bias);
+    if (e.relu && !isnan(t)) t = t > 0.0f ? t : 0.0f;
+    return t;
+}
+
+/* Element (m, n) and (m, n + 1) of the tile at (m0, n0), local row i = m - m0, column j = n - n0 (even). */
+__device__ __forceinline__ void epi_tile_pair(const epi_args &e, const epi_tile &tp, size_t m0, size_t n0, int i, int j, int32_t a0,
+                                              int32_t a1)
+{
+    const size_t m = m0 + i, n = n0 + j;
+    if (m >= e.M || n >= e.N) return;
+    const size_t o = m * e.N + n;
+    const bool two = n + 1 < e.N;
+    if (e.acc != nullptr) {
+        if (two && e.pairs) *(int2 *)(e.acc + o) = make_int2(a0, a1);
+        else {
+            e.acc[o] = a0;
+            if (two) e.acc[o + 1] = a1;
+        }
+    }
+    if (e.y32 == nullptr && e.y16 == nullptr) return;
+    const float sa = tp.sa[i];
+    const float t0 = epi_chain(e, a0, tp.sb[j], sa, tp.bias[j]), t1 = epi_chain(e, a1, tp.sb[j + 1], sa, tp.bias[j + 1]);
+    if (e.y32 != nullptr) {
+        if (two && e.pairs) *(float2 *)(e.y32 + o) = make_float2(t0, t1);
+        else {
+            e.y32[o] = t0;
+            if (two) e.y32[o + 1] = t1;
+        }
+    }
+    if (e.y16 != nullptr) {
+        if (two && e.pairs) *(uint32_t *)(e.y16 + o) = (uint32_t)f32_to_f16(t0) | ((uint32_t)f32_to_f16(t1) << 16);
+        else {
+            e.y16[o] = f32_to_f16(t0);
+            if (two) e.y16[o + 1] = f32_to_f16(t1);
+        }
+    }
 }
 
 /* ------------------------------------------------------------------------------------------------ */
 /* W8A8, M <= 16: dp4a, a warp per R rows of B, B read once with 16-byte loads                       */
 
-constexpr int SM_WARPS = 8, SM_R = 4;
+constexpr int SM_WARPS_DEF = 8, SM_R_DEF = 4;
 
 __device__ __forceinline__ int dp4a16(const int4 a, const int4 b, int c)
 {
@@ -335,7 +479,7 @@ __device__ __forceinline__ int dp4a16(const int4 a, const int4 b, int c)
     return __dp4a(a.w, b.w, c);
 }
 
-template <int MT, bool VEC>
+template <int MT, bool VEC, int SM_R = SM_R_DEF, int SM_WARPS = SM_WARPS_DEF>
 __global__ void __launch_bounds__(SM_WARPS * 32) k_w8a8_small(const int8_t *A, const int8_t *B, size_t K, epi_args e)
 {
     const int lane = threadIdx.x & 31;
@@ -515,6 +659,8 @@ __global__ void __launch_bounds__(TC_THREADS) k_w8a8_mma(const int8_t *A, const 
         }
     }
     cp_async_wait<0>();
+    __syncthreads(); /* the stages are free: the epilogue parameters go there */
+    const epi_tile tp = epi_stage<BM, BN, TC_THREADS>(e, m0, n0, (float *)smem);
 
     /* accumulator layout: c0, c1 at row g, columns 2t, 2t+1; c2, c3 at row g + 8 */
     const int g = lane >> 2, t = lane & 3;
@@ -523,10 +669,8 @@ __global__ void __launch_bounds__(TC_THREADS) k_w8a8_mma(const int8_t *A, const 
 #pragma unroll
         for (int j = 0; j < NT; j++)
 #pragma unroll
-            for (int r = 0; r < 4; r++) {
-                const size_t m = m0 + wm0 + i * 16 + g + (r >> 1) * 8, n = n0 + wn0 + j * 8 + 2 * t + (r & 1);
-                if (m < e.M && n < e.N) epilogue_store(e, m, n, acc[i][j][r]);
-            }
+            for (int h = 0; h < 2; h++)
+                epi_tile_pair(e, tp, m0, n0, wm0 + i * 16 + g + h * 8, wn0 + j * 8 + 2 * t, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
 }
 
 template <int BM, int BN, bool ALIGNED> int launch_mma(const int8_t *A, const int8_t *B, size_t K, const epi_args &e, cudaStream_t st)
@@ -545,13 +689,186 @@ template <int BM, int BN, bool ALIGNED> int launch_mma(const int8_t *A, const in
     return launch_err("k_w8a8_mma launch");
 }
 
+/* ------------------------------------------------------------------------------------------------ */
+/* W8A8, large grids on sm_90a: warpgroup MMA (wgmma.m64nNk32.s8, int32 accumulators)               */
+/*                                                                                                  */
+/* CTA tile 128 x BN (BN = 256 or 128), two warpgroups of 64 x BN, K in steps of 128 bytes through a  */
+/* WG_STAGES-deep ring of cp.async stages. Shared layout of one operand stage: K-major rows of 128     */
+/* bytes, the 128-byte swizzle of the tensor cores (16-byte chunk c of row r stored at chunk c ^ (r % 8), */
+/* so the 8 rows of a core matrix fall in different banks); 8-row groups 1024 bytes apart (SBO), each */
+/* stage 1024-byte aligned; the k32 steps of a stage start 32 bytes apart. Stage kt + S - 2 is loaded  */
+/* at iteration kt into the slot of tile kt - 2, whose wgmma every warpgroup has retired (wait_group  */
+/* 1 at the end of iteration kt - 1, then the barrier). Built only for sm_90a; elsewhere the kernel   */
+/* is empty and the host never launches it (g_int8_wgmma_built reads 0).                            */
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define QG_INT8_WGMMA_BUILT 1
+#else
+#define QG_INT8_WGMMA_BUILT 0
+#endif
+
+__device__ int g_int8_wgmma_built = QG_INT8_WGMMA_BUILT;
+
+constexpr int WG_BM = 128, WG_BK = 128, WG_STAGES = 4, WG_THREADS = 256, WG_GROUP = 16;
+
+#if QG_INT8_WGMMA_BUILT
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr)
+{
+    /* start address, LBO 0 (unused with a swizzle), SBO 1024 bytes, layout 1 = 128-byte swizzle */
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void wgmma_n256(int (&d)[128], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p;\n}\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]), "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]), "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+                 : "l"(da), "l"(db), "r"(1));
+}
+__device__ __forceinline__ void wgmma_n128(int (&d)[64], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p;\n}\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+                 : "l"(da), "l"(db), "r"(1));
+}
+
+template <int BN> __device__ __forceinline__ void wgmma_step(int (&d)[BN / 2], uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_step<256>(int (&d)[128], uint64_t da, uint64_t db) { wgmma_n256(d, da, db); }
+template <> __device__ __forceinline__ void wgmma_step<128>(int (&d)[64], uint64_t da, uint64_t db) { wgmma_n128(d, da, db); }
+
+/* Rows [r0, r0 + ROWS) x bytes [k0, k0 + 128) of a row-major R x K int8 matrix (K % 16 == 0, 16-byte
+ * aligned base) into the swizzled layout above; chunks outside the matrix are zero-filled. */
+template <int ROWS>
+__device__ __forceinline__ void wg_load(int8_t *dst, const int8_t *src, size_t R, size_t K, size_t r0, size_t k0)
+{
+#pragma unroll
+    for (int i = 0; i < ROWS * 8 / WG_THREADS; i++) {
+        const int c = (int)threadIdx.x + i * WG_THREADS;
+        const int row = c >> 3, kc = c & 7;
+        const size_t gr = r0 + row, gk = k0 + (size_t)kc * 16;
+        const bool ok = gr < R && gk < K;
+        cp_async16(dst + row * 128 + ((kc ^ (row & 7)) << 4), ok ? (const void *)(src + gr * K + gk) : (const void *)src, ok ? 16 : 0);
+    }
+}
+#endif
+
+template <int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1) k_w8a8_wgmma(const int8_t *A, const int8_t *B, size_t K, epi_args e)
+{
+#if QG_INT8_WGMMA_BUILT
+    constexpr int ASZ = WG_BM * WG_BK, SSZ = (WG_BM + BN) * WG_BK, S = WG_STAGES;
+    extern __shared__ __align__(16) int8_t smem_raw[];
+    /* the swizzle pattern is anchored at 1024-byte boundaries: align the ring (1024 bytes of slack) */
+    int8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023u)) & 1023u);
+    const int wg = (int)threadIdx.x >> 7;
+    /* grouped order: CTAs that run together cover WG_GROUP row blocks x a few column blocks (both
+     * operands' k-slices are then read by several CTAs of a wave, mostly from L2), instead of one row
+     * block x every column block (each slice of B read once per wave, from memory) */
+    const unsigned pid = blockIdx.y * gridDim.x + blockIdx.x, per_group = WG_GROUP * gridDim.x;
+    const unsigned first = pid / per_group * WG_GROUP, rows = min(gridDim.y - first, (unsigned)WG_GROUP);
+    const size_t m0 = (size_t)(first + pid % per_group % rows) * WG_BM, n0 = (size_t)(pid % per_group / rows) * BN;
+    const int ktiles = (int)((K + WG_BK - 1) / WG_BK);
+    int acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) acc[i] = 0;
+#pragma unroll
+    for (int s = 0; s < S - 2; s++) {
+        if (s < ktiles) {
+            wg_load<WG_BM>(smem + s * SSZ, A, e.M, K, m0, (size_t)s * WG_BK);
+            wg_load<BN>(smem + s * SSZ + ASZ, B, e.N, K, n0, (size_t)s * WG_BK);
+        }
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < ktiles; kt++) {
+        cp_async_wait<S - 3>(); /* this thread's chunks of tile kt have landed */
+        fence_proxy_async();    /* ... and are visible to the tensor cores' (async) reads */
+        __syncthreads();
+        {
+            const int nk = kt + S - 2;
+            if (nk < ktiles) {
+                int8_t *st = smem + (nk % S) * SSZ;
+                wg_load<WG_BM>(st, A, e.M, K, m0, (size_t)nk * WG_BK);
+                wg_load<BN>(st + ASZ, B, e.N, K, n0, (size_t)nk * WG_BK);
+            }
+            cp_async_commit();
+        }
+        const uint32_t sa = smem_u32(smem + (kt % S) * SSZ) + (uint32_t)wg * 64 * WG_BK, sb = smem_u32(smem + (kt % S) * SSZ + ASZ);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < WG_BK / 32; ks++) wgmma_step<BN>(acc, wg_desc(sa + 32 * ks), wg_desc(sb + 32 * ks));
+        wg_commit();
+        wg_wait<1>();
+    }
+    wg_wait<0>();
+    cp_async_wait<0>();
+    __syncthreads(); /* every warpgroup is done with the ring: the epilogue parameters go there */
+    const epi_tile tp = epi_stage<WG_BM, BN, WG_THREADS>(e, m0, n0, (float *)smem);
+
+    /* accumulator layout (per warpgroup, m64nN): warp w of the group owns rows 16w..16w+15; acc[4j + r]
+     * is row g + 8 (r >> 1), column 8j + 2t + (r & 1), with g = lane / 4, t = lane % 4 */
+    const int lane = (int)threadIdx.x & 31, w = ((int)threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            epi_tile_pair(e, tp, m0, n0, wg * 64 + w * 16 + g + h * 8, j * 8 + 2 * t, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+#endif
+}
+
+/* 1 when this process's device code for the GPU holds the wgmma kernels (an sm_90a build on an sm_90
+ * device), read once from the device; during a stream capture, before that first read, 0. */
+bool wgmma_available(cudaStream_t st)
+{
+    static std::atomic<int> state(-1);
+    int s = state.load();
+    if (s >= 0) return s == 1;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        return false;
+    }
+    int v = 0;
+    if (cudaMemcpyFromSymbol(&v, g_int8_wgmma_built, sizeof v) != cudaSuccess) {
+        cudaGetLastError();
+        v = 0;
+    }
+    state.store(v == 1 ? 1 : 0);
+    return v == 1;
+}
+
+template <int BN> int launch_wgmma(const int8_t *A, const int8_t *B, size_t K, const epi_args &e, cudaStream_t st)
+{
+    const int smem = WG_STAGES * (WG_BM + BN) * WG_BK + 1024;
+    static std::atomic<bool> smem_set(false);
+    if (!smem_set.load()) {
+        const cudaError_t ce = cudaFuncSetAttribute(k_w8a8_wgmma<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (ce != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_w8a8_wgmma)", ce);
+        smem_set.store(true);
+    }
+    const dim3 grid((unsigned)((e.N + BN - 1) / BN), (unsigned)((e.M + WG_BM - 1) / WG_BM));
+    k_w8a8_wgmma<BN><<<grid, WG_THREADS, smem, st>>>(A, B, K, e);
+    return launch_err("k_w8a8_wgmma launch");
+}
+
+template <int MT, bool VEC, int R, int W> void small_go(const int8_t *A, const int8_t *B, size_t K, const epi_args &e, cudaStream_t st)
+{
+    const size_t warps = (e.N + R - 1) / R, grid = (warps + W - 1) / W;
+    k_w8a8_small<MT, VEC, R, W><<<(unsigned)grid, W * 32, 0, st>>>(A, B, K, e);
+}
+
 template <int MT> int launch_small(const int8_t *A, const int8_t *B, size_t K, bool vec, const epi_args &e, cudaStream_t st)
 {
-    const size_t warps = (e.N + SM_R - 1) / SM_R, grid = (warps + SM_WARPS - 1) / SM_WARPS;
-    if (vec)
-        k_w8a8_small<MT, true><<<(unsigned)grid, SM_WARPS * 32, 0, st>>>(A, B, K, e);
-    else
-        k_w8a8_small<MT, false><<<(unsigned)grid, SM_WARPS * 32, 0, st>>>(A, B, K, e);
+    /* M = 1: one row of B per warp (measured on the H100: 8192-row matrices stream at about 0.9 of
+     * BW_copy against 0.78 with 4 rows per warp, the shorter per-warp tail); larger M share each
+     * loaded chunk of B across 4 rows */
+    if (MT == 1 && vec) small_go<MT, true, 1, 8>(A, B, K, e, st);
+    else if (vec) small_go<MT, true, SM_R_DEF, SM_WARPS_DEF>(A, B, K, e, st);
+    else small_go<MT, false, SM_R_DEF, SM_WARPS_DEF>(A, B, K, e, st);
     return launch_err("k_w8a8_small launch");
 }
 
@@ -560,9 +877,9 @@ constexpr unsigned GRID_MAX = 2147483647u, GRID_YZ_MAX = 65535u;
 /* ------------------------------------------------------------------------------------------------ */
 /* W8A16 GEMV: a warp per 4 rows of B, batch MT (<= 16) in registers                                 */
 
-constexpr int WV_WARPS = 8, WV_R = 4, WV_CHUNK = 16;
+constexpr int WV_WARPS_DEF = 8, WV_R_DEF = 4, WV_CHUNK = 16;
 
-template <int MT, bool VEC>
+template <int MT, bool VEC, int WV_R = WV_R_DEF, int WV_WARPS = WV_WARPS_DEF>
 __global__ void __launch_bounds__(WV_WARPS * 32) k_w8a16(const int8_t *B, const void *sb, int sb_f16, size_t N, size_t K, const uint16_t *X,
                                                          int M, float *y32, uint16_t *y16)
 {
@@ -640,28 +957,45 @@ __global__ void __launch_bounds__(WV_WARPS * 32) k_w8a16(const int8_t *B, const 
         }
 }
 
+template <int MT, bool VEC, int R, int W>
+void w8a16_go(const int8_t *B, const void *sb, int sb_f16, size_t N, size_t K, const uint16_t *X, int M, float *y32, uint16_t *y16,
+              cudaStream_t st)
+{
+    const size_t warps = (N + R - 1) / R, grid = (warps + W - 1) / W;
+    k_w8a16<MT, VEC, R, W><<<(unsigned)grid, W * 32, 0, st>>>(B, sb, sb_f16, N, K, X, M, y32, y16);
+}
+
 template <int MT>
 int launch_w8a16_t(const int8_t *B, const void *sb, int sb_f16, size_t N, size_t K, const uint16_t *X, int M, float *y32, uint16_t *y16,
                    bool vec, cudaStream_t st)
 {
-    const size_t warps = (N + WV_R - 1) / WV_R, grid = (warps + WV_WARPS - 1) / WV_WARPS;
-    if (vec)
-        k_w8a16<MT, true><<<(unsigned)grid, WV_WARPS * 32, 0, st>>>(B, sb, sb_f16, N, K, X, M, y32, y16);
-    else
-        k_w8a16<MT, false><<<(unsigned)grid, WV_WARPS * 32, 0, st>>>(B, sb, sb_f16, N, K, X, M, y32, y16);
+    /* batch 1: one row of B per warp, as the W8A8 vector kernel (the order of each sum depends on K only) */
+    if (MT == 1 && vec) w8a16_go<MT, true, 1, 8>(B, sb, sb_f16, N, K, X, M, y32, y16, st);
+    else if (vec) w8a16_go<MT, true, WV_R_DEF, WV_WARPS_DEF>(B, sb, sb_f16, N, K, X, M, y32, y16, st);
+    else w8a16_go<MT, false, WV_R_DEF, WV_WARPS_DEF>(B, sb, sb_f16, N, K, X, M, y32, y16, st);
     return launch_err("k_w8a16 launch");
 }
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-/* Host-side buffers of the wrappers: plain device copies of inputs. */
-template <typename T> int to_device(T **d, const void *h, size_t bytes)
+/* QG_INT8_CUDA_GEMM (read once) pins the W8A8 kernel for tests: "mma" (dp4a / mma.sync as without
+ * wgmma), "wgmma128" or "wgmma256" (every M, where the operands allow 16-byte loads; unsupported where
+ * not built). Unset or anything else: the automatic choice. */
+enum { GEMM_AUTO = 0, GEMM_MMA = 1, GEMM_WGMMA128 = 2, GEMM_WGMMA256 = 3 };
+int gemm_forced()
 {
-    *d = nullptr;
-    cudaError_t e = cudaMalloc((void **)d, bytes > 0 ? bytes : 1);
-    if (e != cudaSuccess) return qg_cuda_fail("cudaMalloc", e);
-    if (bytes > 0 && (e = cudaMemcpy(*d, h, bytes, cudaMemcpyHostToDevice)) != cudaSuccess) return qg_cuda_fail("cudaMemcpy", e);
-    return QG_ERR_ok;
+    static std::atomic<int> v(-1);
+    int f = v.load();
+    if (f < 0) {
+        const char *s = getenv("QG_INT8_CUDA_GEMM");
+        f = s == nullptr                    ? GEMM_AUTO
+            : strcmp(s, "mma") == 0         ? GEMM_MMA
+            : strcmp(s, "wgmma128") == 0    ? GEMM_WGMMA128
+            : strcmp(s, "wgmma256") == 0    ? GEMM_WGMMA256
+                                            : GEMM_AUTO;
+        v.store(f);
+    }
+    return f;
 }
 
 size_t ftype_size(qg_int8_ftype t) { return t == QG_INT8_F16 ? 2 : 4; }
@@ -741,7 +1075,7 @@ extern "C" int qg_int8_w8a8_cuda_async(const qg_int8_w8a8_args *p, int32_t *dacc
     if (scaled && ((p->sa_len != 1 && p->sa_len != M) || (p->sb_len != 1 && p->sb_len != N))) return QG_ERR_shape_invalid;
     if (K > QG_INT8_MAX_K) return QG_ERR_int_k_too_large;
     if (scaled && (p->sa == nullptr || p->sb == nullptr)) return QG_ERR_int_scale_invalid;
-    if ((N + SM_R * SM_WARPS - 1) / (SM_R * SM_WARPS) > GRID_MAX || (M + 63) / 64 > GRID_YZ_MAX) return QG_ERR_shape_invalid;
+    if (N > GRID_MAX || (M + 63) / 64 > GRID_YZ_MAX) return QG_ERR_shape_invalid;
     epi_args e;
     e.sa = p->sa, e.sb = p->sb;
     e.sa_all = p->sa_len != 1;
@@ -751,16 +1085,29 @@ extern "C" int qg_int8_w8a8_cuda_async(const qg_int8_w8a8_args *p, int32_t *dacc
     e.relu = p->relu;
     e.acc = dacc, e.y32 = dy32, e.y16 = dy16;
     e.M = M, e.N = N;
+    e.pairs = N % 2 == 0 && ((uintptr_t)dacc & 7u) == 0 && ((uintptr_t)dy32 & 7u) == 0 && ((uintptr_t)dy16 & 3u) == 0;
     cudaStream_t st = (cudaStream_t)stream;
     const bool vec = K % 16 == 0 && aligned16(p->A) && aligned16(p->B);
-    if (M <= 16) {
+    /* every path gives the same bits (exact integer sums, one epilogue), so the choice is speed alone */
+    const int forced = gemm_forced();
+    if (forced == GEMM_WGMMA128 || forced == GEMM_WGMMA256) {
+        if (!wgmma_available(st)) return QG_ERR_unsupported;
+        if (vec) return forced == GEMM_WGMMA256 ? launch_wgmma<256>(p->A, p->B, K, e, st) : launch_wgmma<128>(p->A, p->B, K, e, st);
+    }
+    if (M <= 16 && forced != GEMM_MMA) {
         if (M == 1) return launch_small<1>(p->A, p->B, K, vec, e, st);
         if (M <= 2) return launch_small<2>(p->A, p->B, K, vec, e, st);
         if (M <= 4) return launch_small<4>(p->A, p->B, K, vec, e, st);
         if (M <= 8) return launch_small<8>(p->A, p->B, K, vec, e, st);
         return launch_small<16>(p->A, p->B, K, vec, e, st);
     }
-    /* big tiles when they alone fill the GPU about once (132 SMs on an H100), else 64 x 64 tiles */
+    /* warpgroup MMA where built and its tiles fill the GPU about once (132 SMs on an H100) */
+    const size_t mt = (M + WG_BM - 1) / WG_BM;
+    if (vec && forced == GEMM_AUTO && wgmma_available(st)) {
+        if (mt * ((N + 255) / 256) >= 132) return launch_wgmma<256>(p->A, p->B, K, e, st);
+        if (mt * ((N + 127) / 128) >= 132) return launch_wgmma<128>(p->A, p->B, K, e, st);
+    }
+    /* big tiles when they alone fill the GPU about once, else 64 x 64 tiles */
     const bool big = ((M + 127) / 128) * ((N + 127) / 128) >= 132;
     if (big) return vec ? launch_mma<128, 128, true>(p->A, p->B, K, e, st) : launch_mma<128, 128, false>(p->A, p->B, K, e, st);
     return vec ? launch_mma<64, 64, true>(p->A, p->B, K, e, st) : launch_mma<64, 64, false>(p->A, p->B, K, e, st);
@@ -771,7 +1118,7 @@ extern "C" int qg_int8_w8a16_cuda_async(const int8_t *dB, const void *dsb, qg_in
 {
     if (dB == nullptr || dX == nullptr || dsb == nullptr || (dy32 == nullptr && dy16 == nullptr)) return QG_ERR_argument_invalid;
     if (sb_type != QG_INT8_F32 && sb_type != QG_INT8_F16) return QG_ERR_argument_invalid;
-    if (M == 0 || N == 0 || K == 0 || (N + WV_R * WV_WARPS - 1) / (WV_R * WV_WARPS) > GRID_MAX) return QG_ERR_shape_invalid;
+    if (M == 0 || N == 0 || K == 0 || N > GRID_MAX) return QG_ERR_shape_invalid;
     cudaStream_t st = (cudaStream_t)stream;
     const bool vec = K % WV_CHUNK == 0 && aligned16(dB) && aligned16(dX);
     const int f16 = sb_type == QG_INT8_F16;
@@ -799,124 +1146,124 @@ extern "C" int qg_int8_w8a16_cuda_async(const int8_t *dB, const void *dsb, qg_in
 }
 
 /* ================================================================================================ */
-/* host wrappers: validate (the reference's checks, same errors), copy in, run on guarded outputs,  */
-/* copy out only on success                                                                         */
+/* host wrappers: validate (the reference's checks, same errors) before anything touches the device,  */
+/* then one qg_cuda_run over a launcher that calls the launchers above on the device copies; outputs  */
+/* are copied back only when everything succeeded                                                   */
+
+namespace {
+
+struct quant_call {
+    qg_int8_qshape s;
+    qg_int8_ftype src;
+};
+
+/* dev: x, q, scales, workspace. A value error in the status word fails the call, so qg_cuda_run copies
+ * no output back (the caller's buffers stay untouched, as with the reference). */
+int quant_run(const void *ctx, void *const *dev, void *stream)
+{
+    const quant_call *c = (const quant_call *)ctx;
+    int rc = qg_int8_quantize_cuda_async(&c->s, dev[0], c->src, (int8_t *)dev[1], dev[2], dev[3], stream);
+    if (rc != QG_ERR_ok) return rc;
+    uint32_t status = 0;
+    cudaError_t e = cudaMemcpyAsync(&status, dev[3], 4, cudaMemcpyDeviceToHost, (cudaStream_t)stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)stream);
+    if (e != cudaSuccess) return qg_cuda_fail("int8 quantize status word", e);
+    return qg_int8_quantize_cuda_status(status);
+}
+
+struct dequant_call {
+    qg_int8_qshape s;
+};
+
+int dequant_run(const void *ctx, void *const *dev, void *stream)
+{
+    const dequant_call *c = (const dequant_call *)ctx;
+    return qg_int8_dequant_cuda_async(&c->s, (const int8_t *)dev[0], dev[1], (float *)dev[2], (uint16_t *)dev[3], stream);
+}
+
+struct w8a8_call {
+    qg_int8_w8a8_args p; /* host pointers replaced by the device copies in w8a8_run */
+};
+
+/* dev: A, B, sa, sb, bias, acc, y32, y16 (absent ones NULL) */
+int w8a8_run(const void *ctx, void *const *dev, void *stream)
+{
+    qg_int8_w8a8_args d = ((const w8a8_call *)ctx)->p;
+    d.A = (const int8_t *)dev[0], d.B = (const int8_t *)dev[1];
+    d.sa = (const float *)dev[2], d.sb = (const float *)dev[3], d.bias = dev[4];
+    return qg_int8_w8a8_cuda_async(&d, (int32_t *)dev[5], (float *)dev[6], (uint16_t *)dev[7], stream);
+}
+
+struct w8a16_call {
+    qg_int8_ftype sb_type;
+    size_t N, K, M;
+};
+
+/* dev: B, sb, X, y32, y16 */
+int w8a16_run(const void *ctx, void *const *dev, void *stream)
+{
+    const w8a16_call *c = (const w8a16_call *)ctx;
+    return qg_int8_w8a16_cuda_async((const int8_t *)dev[0], dev[1], c->sb_type, c->N, c->K, (const uint16_t *)dev[2], c->M,
+                                    (float *)dev[3], (uint16_t *)dev[4], stream);
+}
+
+} // namespace
 
 extern "C" int qg_int8_quantize_cuda(const qg_int8_qshape *s, const void *x, qg_int8_ftype src_type, int8_t *q, void *scales)
 {
-    int rc = qg_int8_quantize_check(s, x, src_type, q, scales);
+    const int rc = qg_int8_quantize_check(s, x, src_type, q, scales);
     if (rc != QG_ERR_ok) return rc;
-    const size_t n = s->rows * s->cols, ns = qg_int8_num_scales(s), ssz = ftype_size(s->scale_type);
-    void *dx = nullptr, *dwork = nullptr;
-    qg_guarded_dev gq = {}, gs = {};
-    uint32_t status = 0;
-    if ((rc = to_device(&dx, x, n * ftype_size(src_type))) != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaMalloc(&dwork, qg_int8_quantize_cuda_workspace(s)));
-    if ((rc = qg_guarded_dev_alloc(&gq, q, n)) != QG_ERR_ok) goto done;
-    if ((rc = qg_guarded_dev_alloc(&gs, scales, ns * ssz)) != QG_ERR_ok) goto done;
-    if ((rc = qg_int8_quantize_cuda_async(s, dx, src_type, (int8_t *)gq.payload, gs.payload, dwork, 0)) != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaMemcpy(&status, dwork, 4, cudaMemcpyDeviceToHost));
-    if ((rc = qg_int8_quantize_cuda_status(status)) != QG_ERR_ok) goto done; /* outputs untouched */
-    if ((rc = qg_guarded_dev_finish(&gq, q)) != QG_ERR_ok) goto done;
-    rc = qg_guarded_dev_finish(&gs, scales);
-done:
-    cudaFree(dx);
-    cudaFree(dwork);
-    qg_guarded_dev_free(&gq);
-    qg_guarded_dev_free(&gs);
-    return rc;
+    const size_t n = s->rows * s->cols;
+    const quant_call c = {*s, src_type};
+    const qg_cuda_buf bufs[4] = {{QG_CUDA_IN, (void *)x, n * ftype_size(src_type)},
+                                 {QG_CUDA_OUT, q, n},
+                                 {QG_CUDA_OUT, scales, qg_int8_num_scales(s) * ftype_size(s->scale_type)},
+                                 {QG_CUDA_SCRATCH, nullptr, qg_int8_quantize_cuda_workspace(s)}};
+    return qg_cuda_run(bufs, 4, quant_run, &c);
 }
 
 extern "C" int qg_int8_dequant_cuda(const qg_int8_qshape *s, const int8_t *q, const void *scales, float *y_f32, uint16_t *y_f16)
 {
-    int rc = qg_int8_dequant_check(s, q, scales, y_f32, y_f16);
+    const int rc = qg_int8_dequant_check(s, q, scales, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
-    const size_t n = s->rows * s->cols, ns = qg_int8_num_scales(s);
-    int8_t *dq = nullptr;
-    void *ds = nullptr;
-    qg_guarded_dev g32 = {}, g16 = {};
-    if ((rc = to_device(&dq, q, n)) != QG_ERR_ok) goto done;
-    if ((rc = to_device(&ds, scales, ns * ftype_size(s->scale_type))) != QG_ERR_ok) goto done;
-    if (y_f32 != nullptr && (rc = qg_guarded_dev_alloc(&g32, y_f32, n * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 != nullptr && (rc = qg_guarded_dev_alloc(&g16, y_f16, n * 2)) != QG_ERR_ok) goto done;
-    if ((rc = qg_int8_dequant_cuda_async(s, dq, ds, (float *)g32.payload, (uint16_t *)g16.payload, 0)) != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if (y_f32 != nullptr && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16 != nullptr) rc = qg_guarded_dev_finish(&g16, y_f16);
-done:
-    cudaFree(dq);
-    cudaFree(ds);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
-    return rc;
+    const size_t n = s->rows * s->cols;
+    const dequant_call c = {*s};
+    const qg_cuda_buf bufs[4] = {{QG_CUDA_IN, (void *)q, n},
+                                 {QG_CUDA_IN, (void *)scales, qg_int8_num_scales(s) * ftype_size(s->scale_type)},
+                                 {QG_CUDA_OUT, y_f32, y_f32 != nullptr ? n * 4 : 0},
+                                 {QG_CUDA_OUT, y_f16, y_f16 != nullptr ? n * 2 : 0}};
+    return qg_cuda_run(bufs, 4, dequant_run, &c);
 }
 
 extern "C" int qg_int8_w8a8_cuda(const qg_int8_w8a8_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16)
 {
-    int rc = qg_int8_w8a8_check(p, acc, y_f32, y_f16);
+    const int rc = qg_int8_w8a8_check(p, acc, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
     const size_t M = p->M, N = p->N, K = p->K;
     const bool scaled = y_f32 != nullptr || y_f16 != nullptr;
-    qg_int8_w8a8_args d = *p;
-    int8_t *dA = nullptr, *dB = nullptr;
-    float *dsa = nullptr, *dsb = nullptr;
-    void *dbias = nullptr;
-    qg_guarded_dev ga = {}, g32 = {}, g16 = {};
-    if ((rc = to_device(&dA, p->A, M * K)) != QG_ERR_ok) goto done;
-    if ((rc = to_device(&dB, p->B, N * K)) != QG_ERR_ok) goto done;
-    d.A = dA, d.B = dB, d.sa = nullptr, d.sb = nullptr, d.bias = nullptr;
-    if (scaled) {
-        if ((rc = to_device(&dsa, p->sa, p->sa_len * 4)) != QG_ERR_ok) goto done;
-        if ((rc = to_device(&dsb, p->sb, p->sb_len * 4)) != QG_ERR_ok) goto done;
-        if (p->bias != nullptr && (rc = to_device(&dbias, p->bias, N * ftype_size(p->bias_type))) != QG_ERR_ok) goto done;
-        d.sa = dsa, d.sb = dsb, d.bias = dbias;
-    } else {
-        d.sa_len = d.sb_len = 1;
-    }
-    if (acc != nullptr && (rc = qg_guarded_dev_alloc(&ga, acc, M * N * 4)) != QG_ERR_ok) goto done;
-    if (y_f32 != nullptr && (rc = qg_guarded_dev_alloc(&g32, y_f32, M * N * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 != nullptr && (rc = qg_guarded_dev_alloc(&g16, y_f16, M * N * 2)) != QG_ERR_ok) goto done;
-    if ((rc = qg_int8_w8a8_cuda_async(&d, (int32_t *)ga.payload, (float *)g32.payload, (uint16_t *)g16.payload, 0)) != QG_ERR_ok) goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if (acc != nullptr && (rc = qg_guarded_dev_finish(&ga, acc)) != QG_ERR_ok) goto done;
-    if (y_f32 != nullptr && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16 != nullptr) rc = qg_guarded_dev_finish(&g16, y_f16);
-done:
-    cudaFree(dA);
-    cudaFree(dB);
-    cudaFree(dsa);
-    cudaFree(dsb);
-    cudaFree(dbias);
-    qg_guarded_dev_free(&ga);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
-    return rc;
+    w8a8_call c = {*p};
+    if (!scaled) c.p.sa_len = c.p.sb_len = 1; /* sa / sb unused (and absent) */
+    const qg_cuda_buf bufs[8] = {{QG_CUDA_IN, (void *)p->A, M * K},
+                                 {QG_CUDA_IN, (void *)p->B, N * K},
+                                 {QG_CUDA_IN, (void *)p->sa, scaled ? p->sa_len * 4 : 0},
+                                 {QG_CUDA_IN, (void *)p->sb, scaled ? p->sb_len * 4 : 0},
+                                 {QG_CUDA_IN, (void *)p->bias, scaled && p->bias != nullptr ? N * ftype_size(p->bias_type) : 0},
+                                 {QG_CUDA_OUT, acc, acc != nullptr ? M * N * 4 : 0},
+                                 {QG_CUDA_OUT, y_f32, y_f32 != nullptr ? M * N * 4 : 0},
+                                 {QG_CUDA_OUT, y_f16, y_f16 != nullptr ? M * N * 2 : 0}};
+    return qg_cuda_run(bufs, 8, w8a8_run, &c);
 }
 
 extern "C" int qg_int8_w8a16_cuda(const int8_t *B, const void *sb, qg_int8_ftype sb_type, size_t N, size_t K, const uint16_t *X, size_t M,
                                   float *y_f32, uint16_t *y_f16)
 {
-    int rc = qg_int8_w8a16_check(B, sb, sb_type, N, K, X, M, y_f32, y_f16);
+    const int rc = qg_int8_w8a16_check(B, sb, sb_type, N, K, X, M, y_f32, y_f16);
     if (rc != QG_ERR_ok) return rc;
-    int8_t *dB = nullptr;
-    void *dsb = nullptr;
-    uint16_t *dX = nullptr;
-    qg_guarded_dev g32 = {}, g16 = {};
-    if ((rc = to_device(&dB, B, N * K)) != QG_ERR_ok) goto done;
-    if ((rc = to_device(&dsb, sb, N * ftype_size(sb_type))) != QG_ERR_ok) goto done;
-    if ((rc = to_device(&dX, X, M * K * 2)) != QG_ERR_ok) goto done;
-    if (y_f32 != nullptr && (rc = qg_guarded_dev_alloc(&g32, y_f32, M * N * 4)) != QG_ERR_ok) goto done;
-    if (y_f16 != nullptr && (rc = qg_guarded_dev_alloc(&g16, y_f16, M * N * 2)) != QG_ERR_ok) goto done;
-    if ((rc = qg_int8_w8a16_cuda_async(dB, dsb, sb_type, N, K, dX, M, (float *)g32.payload, (uint16_t *)g16.payload, 0)) != QG_ERR_ok)
-        goto done;
-    QG_CUDA_TRY(cudaDeviceSynchronize());
-    if (y_f32 != nullptr && (rc = qg_guarded_dev_finish(&g32, y_f32)) != QG_ERR_ok) goto done;
-    if (y_f16 != nullptr) rc = qg_guarded_dev_finish(&g16, y_f16);
-done:
-    cudaFree(dB);
-    cudaFree(dsb);
-    cudaFree(dX);
-    qg_guarded_dev_free(&g32);
-    qg_guarded_dev_free(&g16);
-    return rc;
+    const w8a16_call c = {sb_type, N, K, M};
+    const qg_cuda_buf bufs[5] = {{QG_CUDA_IN, (void *)B, N * K},
+                                 {QG_CUDA_IN, (void *)sb, N * ftype_size(sb_type)},
+                                 {QG_CUDA_IN, (void *)X, M * K * 2},
+                                 {QG_CUDA_OUT, y_f32, y_f32 != nullptr ? M * N * 4 : 0},
+                                 {QG_CUDA_OUT, y_f16, y_f16 != nullptr ? M * N * 2 : 0}};
+    return qg_cuda_run(bufs, 5, w8a16_run, &c);
 }

@@ -1,6 +1,7 @@
 /* INT8 on the GPU: launchers on device pointers (benchmarks, pipelines). The host-pointer wrappers
  * qg_int8_{quantize,dequant,w8a8,w8a16}_cuda are declared in qgold/kernels_int8.h; they validate with
- * the shared qg_int8_*_check functions, copy in, call these launchers and copy out.
+ * the shared qg_int8_*_check functions, then run these same launchers on device copies through
+ * qg_cuda_run (qgold/cuda.h), which uploads, guards and copies back the outputs.
  *
  * The launchers are asynchronous on `stream` (a cudaStream_t), allocate nothing and may be captured in
  * a CUDA graph. They check the shape arguments they need (QG_ERR_shape_invalid, int_k_too_large, ...)
@@ -38,8 +39,12 @@ int qg_int8_dequant_cuda_async(const qg_int8_qshape *s, const int8_t *dq, const 
                                void *stream);
 
 /* p's pointers (A, B, sa, sb, bias) are device pointers; dacc / dy32 / dy16 device outputs (any may be
- * NULL, not all). M <= 16: dp4a kernel (weights streamed once); M > 16: int8 tensor cores (mma.sync
- * m16n8k32). The epilogue is fused in both. */
+ * NULL, not all). M <= 16: dp4a kernel (weights streamed once); M > 16: int8 tensor cores, warpgroup
+ * MMA (wgmma m64nNk32, 128 x 256 or 128 x 128 tiles) where the build has sm_90a code, the device runs
+ * it, the operands allow 16-byte loads and the tiles fill the GPU, else mma.sync m16n8k32. The epilogue
+ * is fused in all; every kernel gives the same bits. The environment variable QG_INT8_CUDA_GEMM (read
+ * once per process) pins the kernel for tests: "mma" (never wgmma), "wgmma128" / "wgmma256" (that tile
+ * at every M where 16-byte loads are possible; QG_ERR_unsupported where wgmma is not available). */
 int qg_int8_w8a8_cuda_async(const qg_int8_w8a8_args *p, int32_t *dacc, float *dy32, uint16_t *dy16, void *stream);
 
 /* Batch M = 1..16 (QG_ERR_shape_invalid above). */
