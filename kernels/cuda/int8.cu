@@ -709,9 +709,11 @@ template <int BM, int BN, bool ALIGNED> int launch_mma(const int8_t *A, const in
 
 __device__ int g_int8_wgmma_built = QG_INT8_WGMMA_BUILT;
 
-constexpr int WG_BM = 128, WG_BK = 128, WG_STAGES = 4, WG_THREADS = 256, WG_GROUP = 16;
+constexpr int WG_BM = 128, WG_BK = 128, WG_STAGES = 4, WG_THREADS = 256;
 
 #if QG_INT8_WGMMA_BUILT
+constexpr unsigned WG_GROUP = 16; /* row blocks per group of the CTA order (k_w8a8_wgmma) */
+
 __device__ __forceinline__ uint64_t wg_desc(uint32_t addr)
 {
     /* start address, LBO 0 (unused with a swizzle), SBO 1024 bytes, layout 1 = 128-byte swizzle */
@@ -770,7 +772,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1) k_w8a8_wgmma(const int8_t *A, c
      * operands' k-slices are then read by several CTAs of a wave, mostly from L2), instead of one row
      * block x every column block (each slice of B read once per wave, from memory) */
     const unsigned pid = blockIdx.y * gridDim.x + blockIdx.x, per_group = WG_GROUP * gridDim.x;
-    const unsigned first = pid / per_group * WG_GROUP, rows = min(gridDim.y - first, (unsigned)WG_GROUP);
+    const unsigned first = pid / per_group * WG_GROUP, rows = min(gridDim.y - first, WG_GROUP);
     const size_t m0 = (size_t)(first + pid % per_group % rows) * WG_BM, n0 = (size_t)(pid % per_group / rows) * BN;
     const int ktiles = (int)((K + WG_BK - 1) / WG_BK);
     int acc[BN / 2];
