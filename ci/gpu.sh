@@ -4,7 +4,8 @@
 # to build/junit-gpu.xml. Nothing here waits on the network: set-up decides once whether the package
 # index answers and, offline, uses what is installed.
 #
-#   QG_CUDA_ARCH   CUDA architectures to build (default: native, the runner's own GPU; e.g. "80;90")
+#   QG_CUDA_ARCH   CUDA architectures to build (default: the runner's own GPU: 90a on Hopper, whose wgmma
+#                  kernels need the architecture-specific target, else native; e.g. "80;90a")
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 T0=$(date +%s); TS=""
@@ -16,8 +17,12 @@ timed() { # timed LABEL: says how long the previous step took, then opens the ne
 }
 timed "set-up"
 ci/setup.sh
-timed "build (preset default, CUDA required, architectures ${QG_CUDA_ARCH:-native})"
-configure_build default -DQG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${QG_CUDA_ARCH:-native}"
+if [ -z "${QG_CUDA_ARCH:-}" ]; then
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .' || true)
+    if [ "$cc" = "90" ]; then QG_CUDA_ARCH=90a; else QG_CUDA_ARCH=native; fi
+fi
+timed "build (preset default, CUDA required, architectures $QG_CUDA_ARCH)"
+configure_build default -DQG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$QG_CUDA_ARCH"
 # The gguf third oracle is CPU-side and checked by ci/test.sh; an offline runner may lack the package.
 export QG_ALLOW_NO_GGUF=${QG_ALLOW_NO_GGUF:-1}
 timed "ctest (QG_REQUIRE_GPU=1)"
