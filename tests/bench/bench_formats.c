@@ -53,14 +53,16 @@ static int measures_rans(const qg_kernel *k)
     return k->kind == QG_KIND_RANS_DECODE || k->kind == QG_KIND_RANS_GEMV || k->kind == QG_KIND_INT8_GEMV;
 }
 
-/* The integer formats are measured on the GPU (their CPU kernels are checked, not timed). */
+/* INT8: W8A8, W8A16 and the quantizer on every backend. INT4: the W4A16 GEMV everywhere, the decode and
+ * the packed GEMM on CPU backends (the GPU half times the GEMV only). */
 static int measures_int8(const qg_kernel *k)
 {
-    return k->backend == QG_BACKEND_CUDA && (k->kind == QG_KIND_INT8_W8A8 || k->kind == QG_KIND_INT8_W8A16 || k->kind == QG_KIND_INT8_QUANTIZE);
+    return k->kind == QG_KIND_INT8_W8A8 || k->kind == QG_KIND_INT8_W8A16 || k->kind == QG_KIND_INT8_QUANTIZE;
 }
 static int measures_int4(const qg_kernel *k)
 {
-    return k->backend == QG_BACKEND_CUDA && k->kind == QG_KIND_INT4_W4A16_GEMV;
+    return k->kind == QG_KIND_INT4_W4A16_GEMV ||
+           (k->backend != QG_BACKEND_CUDA && (k->kind == QG_KIND_INT4_W4A16_DECODE || k->kind == QG_KIND_INT4_GEMM_PACKED));
 }
 
 static const char *rule_kquants(const char *format, size_t r, size_t k)
@@ -83,8 +85,8 @@ static const qg_bench_format k_formats[] = {
     {is_kquant, 1, rule_kquants, measures_kquants, cpu_kquants_q8k, QG_BENCH_GPU(gpu_kquants_gemv_gemm)},
     {is_spqr, 1, rule_spqr, measures_spqr, qg_bench_cpu_spqr, QG_BENCH_GPU(qg_bench_gpu_spqr)},
     {is_rans, 1, NULL, measures_rans, qg_bench_cpu_rans, QG_BENCH_GPU(qg_bench_gpu_rans)},
-    {is_int8, 1, NULL, measures_int8, NULL, QG_BENCH_GPU(qg_bench_gpu_int8)},
-    {is_int4, 1, NULL, measures_int4, NULL, QG_BENCH_GPU(qg_bench_gpu_int4)},
+    {is_int8, 1, NULL, measures_int8, qg_bench_cpu_int8, QG_BENCH_GPU(qg_bench_gpu_int8)},
+    {is_int4, 1, NULL, measures_int4, qg_bench_cpu_int4, QG_BENCH_GPU(qg_bench_gpu_int4)},
     /* qgold:bench-formats-end */
 };
 

@@ -9,6 +9,10 @@
 extern "C" {
 #endif
 
+/* CPU half (bench_int8.c): w8a16 per batch, w8a8 at M = each batch, quantize_row, every CPU backend,
+ * against BW_read. 0, or 1 after a message (a failed call, or quantizer codes unlike the reference's). */
+int qg_bench_cpu_int8(const qg_bench_opts *o, int threads, double bw_read);
+
 #if QG_HAVE_CUDA
 /* Rows per shape: cublas_fp16 / cublaslt_int8 / w8a8 / w8a8_vs_lt at M = 1, 16, 128, 1024, 4096; w8a16 per
  * batch; quantize_row. 0, or 1 after a message (a failed call or a wrong result). */
