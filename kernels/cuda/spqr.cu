@@ -12,6 +12,13 @@
  * (m, n) only, never on the batch: every batch column goes through the same operations whatever the
  * batch size, so results are deterministic and batch-invariant (no atomics).
  *
+ * Long outlier rows. A row with more than LONG_ROW outliers (one dense outlier row: n of them) would make
+ * its slots' chains, one lane each, the block's critical path. Such a row leaves its slots: after the
+ * dense part all 256 threads of the block take its outliers l = tid, tid + 256, ..., combine their sums
+ * by a fixed butterfly and then warp by warp in ascending order (shared memory, two barriers), and the
+ * row's output adds that sum last. Whether a row is long depends on its own outlier count only (PTCSR:
+ * its leading nonzero words), so the batch size and the layout (CSR or PTCSR) never change a row's order.
+ *
  * Activations. x'[i] = x[perm[i]] is gathered on load into shared memory as float32 (exact), one chunk
  * of columns at a time for all batch columns; the chunk size only changes when the barriers happen, not
  * the order of any sum. When x fits (RAW_MAX) it is first copied to shared memory as it is (coalesced)
@@ -27,7 +34,9 @@
  * tile are skipped (their weight may be inf or NaN; the format says they contribute nothing).
  *
  * Numerics as registered: float32 accumulation, every output a sum of n + (its row's outliers) terms,
- * rounded once to fp16 for the fp16 output. The GPU never traps: all shapes are validated on the host.
+ * rounded once to fp16 for the fp16 output; no term passes through more additions than that (the slot
+ * chains and the long rows' trees are shorter), so the registered chain length still bounds every order.
+ * The GPU never traps: all shapes are validated on the host.
  */
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -53,6 +62,15 @@ constexpr int SMEM_L1 = 80 * 1024;
  * fill 132 SMs at batch 1 (four blocks an SM while the staged activations are small, two for wide layers).
  * Fixed numbers, so the split, hence the result, depends on (m, n) only, never on the batch or device. */
 inline size_t min_blocks(size_t n) { return n > 12288 ? 132 : 264; }
+/* Outlier rows with more than this many outliers are long: the whole block sums them (see long_rows), the
+ * other rows stay with their slots. The count is the row's own in both layouts (PTCSR: its leading nonzero
+ * words, found by a search in the segment when the segment is that long), so a row takes the same path
+ * with the same terms in CSR and PTCSR; a fixed number, so the split depends on the layer only, never on
+ * the batch. 1024 is far above SpQR's ~1% outliers (82 per 8192-wide row) and 5% (410), and below the
+ * cost where one lane's chain dominates the block's time. */
+constexpr int LONG_ROW = 1024;
+/* Outlier words in flight per thread in a long row. */
+constexpr int UL = 8;
 
 __device__ __forceinline__ uint16_t f32_to_f16_bits(float v)
 {
@@ -168,6 +186,109 @@ __device__ __forceinline__ void tile(const uint4 wd, const float *xt, int xstrid
     }
 }
 
+/* Whether local row u = 16 rl + k of the block is long. */
+__device__ __forceinline__ bool is_long(const unsigned *lmask, int u)
+{
+    return (lmask[u >> 5] >> (u & 31)) & 1u;
+}
+
+/* Outlier count of row k of tile row R in a PTCSR layer whose segment holds M words per row: the leading
+ * nonzero words (a valid layer pads each row with zero words at its end only), by binary search; every
+ * probe lies inside the segment whatever the words are. */
+__device__ __forceinline__ int ptcsr_row_count(const kargs &a, int R, int k, int M)
+{
+    const uint32_t *w = a.cv + a.ro[R] + k;
+    int lo = 0, hi = M; /* the count lies in [lo, hi] */
+    while (lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (__ldg(w + 16 * mid) != 0u) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The long rows of the block, one after another (ascending), each by all THREADS threads: the row's l-th
+ * outlier (CSR word ro[row] + l, PTCSR word ro[R] + 16 l + k, the same term) goes to thread l % 256, whose
+ * chain takes l = tid, tid + 256, ... in ascending order. The thread sums are combined by a fixed
+ * butterfly inside the warp (xor 1, 2, 4, 8, 16), then warp by warp in ascending order through shared
+ * memory: lsum[row][b]. No atomics; the same operations for every batch column and in both layouts, so
+ * the order depends on the layer's values only. A term passes through at most ceil(cnt / 256) - 1 + 5 + 7
+ * additions before lsum and one more into the output (cnt > LONG_ROW): fewer than the registered
+ * n + (longest outlier row).
+ * Called by every thread of the block (it has barriers); xs holds x' when one chunk covers all n columns
+ * (it then still holds it), else x'[c] is read as x[perm[c]] from the raw copy or from memory. */
+template <int B>
+__device__ __forceinline__ void long_rows(const kargs &a, const unsigned *lmask, const int *plen, float *red, float *lsum,
+                                          const float *xs, const uint16_t *xraw, int xstride)
+{
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const bool ptcsr = a.kind == QG_SPQR_OUTLIERS_PTCSR;
+    const int RP = ptcsr ? 16 : 1, stride = THREADS;
+    const bool whole = a.ct >= a.T;
+    for (int w4 = 0; w4 < 4; w4++) {
+        unsigned mk = lmask[w4];
+        while (mk != 0u) {
+            const int u = 32 * w4 + __ffs((int)mk) - 1;
+            mk &= mk - 1u;
+            const int rl = u >> 4, k = u & 15, R = blockIdx.x * a.rb + rl;
+            int first, cnt;
+            if (ptcsr) {
+                first = a.ro[R] + k;
+                cnt = plen[u];
+            } else {
+                first = a.ro[16 * R + k];
+                cnt = a.ro[16 * R + k + 1] - first;
+            }
+            float part[B];
+#pragma unroll
+            for (int b = 0; b < B; b++) part[b] = 0.0f;
+            for (int j = tid; j < cnt; j += UL * stride) {
+                uint32_t w[UL], pc[UL];
+#pragma unroll
+                for (int v = 0; v < UL; v++) {
+                    const int l = j + v * stride;
+                    w[v] = l < cnt ? __ldg(a.cv + first + l * RP) : 0u;
+                }
+#pragma unroll
+                for (int v = 0; v < UL; v++) pc[v] = (a.perm && !whole) ? (uint32_t)__ldg(a.perm + (w[v] & 0xFFFFu)) : (w[v] & 0xFFFFu);
+#pragma unroll
+                for (int v = 0; v < UL; v++) {
+                    if (j + v * stride >= cnt || (ptcsr && w[v] == 0)) continue;
+                    const float val = __half2float(__ushort_as_half((uint16_t)(w[v] >> 16)));
+#pragma unroll
+                    for (int b = 0; b < B; b++) {
+                        float xv;
+                        if (whole) {
+                            xv = xs[b * xstride + (int)pc[v]];
+                        } else {
+                            const uint16_t h = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc[v]] : __ldg(a.x + (size_t)b * (size_t)a.n + pc[v]);
+                            xv = __half2float(__ushort_as_half(h));
+                        }
+                        part[b] = __fmaf_rn(val, xv, part[b]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                float v = part[b];
+#pragma unroll
+                for (int m = 1; m < 32; m <<= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, m);
+                part[b] = v;
+            }
+            if (lane == 0)
+#pragma unroll
+                for (int b = 0; b < B; b++) red[warp * B + b] = part[b];
+            __syncthreads();
+            if (tid < B) {
+                float s = red[tid];
+                for (int w = 1; w < WARPS; w++) s += red[w * B + tid];
+                lsum[u * B + tid] = s;
+            }
+            __syncthreads();
+        }
+    }
+}
+
 template <int B>
 __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(const kargs a)
 {
@@ -175,6 +296,9 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
     float *xs = reinterpret_cast<float *>(smem);
     uint16_t *xraw = reinterpret_cast<uint16_t *>(xs + (size_t)B * (size_t)a.ct * 16);
     __shared__ float red[WARPS * 16 * B];
+    __shared__ float lsum[WARPS * 16 * B]; /* sums of the long rows' outliers, (local row, batch column) */
+    __shared__ unsigned lmask[4];          /* bit u: local row u = 16 rl + k of this block is long */
+    __shared__ int plen[WARPS * 16];       /* PTCSR: a row's own outlier count, where its segment is long */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 3, p = lane & 7;
     const int rloc = warp / a.wc, wcol = warp % a.wc;
     const int R = blockIdx.x * a.rb + rloc;
@@ -201,6 +325,27 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
 #pragma unroll
         for (int u = 0; u < D; u++)
             nx[u] = (valid && t + u * S < cend) ? __ldcs(wbase + (size_t)(t + u * S) * 8) : make_uint4(0, 0, 0, 0);
+        if (c0 == 0 && warp < 4) {
+            /* The long rows of this block (thread u = local row 16 rl + k), while the first weights load;
+             * published by the barrier below. A PTCSR row's own count is searched for only when its
+             * segment (16 x the tile row's longest row) is longer than LONG_ROW. */
+            bool lng = false;
+            const int u = tid, rl = u >> 4, k = u & 15, Ru = blockIdx.x * a.rb + rl;
+            if (rl < a.rb && Ru < a.RT) {
+                if (a.kind == QG_SPQR_OUTLIERS_CSR) {
+                    lng = a.ro[16 * Ru + k + 1] - a.ro[16 * Ru + k] > LONG_ROW;
+                } else if (a.kind == QG_SPQR_OUTLIERS_PTCSR) {
+                    const int M = (a.ro[Ru + 1] - a.ro[Ru]) / 16;
+                    if (M > LONG_ROW) {
+                        const int c = ptcsr_row_count(a, Ru, k, M);
+                        plen[u] = c;
+                        lng = c > LONG_ROW;
+                    }
+                }
+            }
+            const unsigned bal = __ballot_sync(0xFFFFFFFFu, lng);
+            if (lane == 0) lmask[warp] = bal;
+        }
         __syncthreads(); /* the previous chunk is no longer read */
         if (a.raw && c0 == 0) {
             /* x as it is (contiguous batch x n halves): coalesced 16-byte loads when aligned */
@@ -301,7 +446,9 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
                 first[r] = a.ro[R] + k;
                 cnt[r] = (a.ro[R + 1] - a.ro[R]) / 16;
                 step = 16;
+                if (cnt[r] > LONG_ROW) cnt[r] = plen[16 * rloc + k]; /* the row's own count (see above) */
             }
+            if (is_long(lmask, 16 * rloc + k)) cnt[r] = 0; /* summed by the whole block below */
         }
         const int most = max(cnt[0], cnt[1]);
         /* When the only chunk covers all n columns, x' is read from it by column (no permutation lookup). */
@@ -341,8 +488,10 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
         }
     }
 
+    long_rows<B>(a, lmask, plen, red, lsum, xs, xraw, xstride);
+
     /* Fixed-order reduction: groups by butterfly (every lane ends with the same sum), then warps of the
-     * tile row in ascending order. */
+     * tile row in ascending order; a long row's outlier sum (lsum) is added last. */
 #pragma unroll
     for (int r = 0; r < 2; r++)
 #pragma unroll
@@ -359,8 +508,10 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
 #pragma unroll
                 for (int b = 0; b < B; b++) {
                     const size_t o = (size_t)b * (size_t)a.m + (size_t)(16 * R + 2 * p + r);
-                    if (a.y32) a.y32[o] = acc[r][b];
-                    if (a.y16) a.y16[o] = f32_to_f16_bits(acc[r][b]);
+                    float s = acc[r][b];
+                    if (is_long(lmask, 16 * rloc + 2 * p + r)) s += lsum[(16 * rloc + 2 * p + r) * B + b];
+                    if (a.y32) a.y32[o] = s;
+                    if (a.y16) a.y16[o] = f32_to_f16_bits(s);
                 }
         return;
     }
@@ -375,6 +526,7 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
         if (Rr >= a.RT) continue;
         float s = red[((rl * a.wc) * 16 + k) * B + b];
         for (int w = 1; w < a.wc; w++) s += red[((rl * a.wc + w) * 16 + k) * B + b];
+        if (is_long(lmask, 16 * rl + k)) s += lsum[(16 * rl + k) * B + b];
         const size_t o = (size_t)b * (size_t)a.m + (size_t)(16 * Rr + k);
         if (a.y32) a.y32[o] = s;
         if (a.y16) a.y16[o] = f32_to_f16_bits(s);
