@@ -25,6 +25,10 @@
  *       inlined, so each call site gets its own constant-nr code), each in the
  *       same fixed order that depends on K only (exact products; each term passes at most K - 1
  *       additions), so a row's result does not depend on the rows beside it;
+ *   optionally, with I8_HAVE_W8A16_ROWS4 defined:
+ *   void i8_w8a16_rows4(const int8_t *b, size_t ldb, const float *x, size_t K, float out[4]);
+ *       out[r] = the i8_w8a16_dot4 result (same bits) of weight row b + r ldb against the one activation
+ *       row x; used at batch 1;
  *
  * then includes this file.
  *
@@ -263,6 +267,20 @@ typedef struct {
 static void i8_w8a16_range(void *vc, size_t n0, size_t n1)
 {
     const i8_w8a16_ctx *c = vc;
+#ifdef I8_HAVE_W8A16_ROWS4
+    /* batch 1: four weight rows per step (each with dot4's bits for that row); the rest below */
+    for (; c->M == 1 && n0 + 4 <= n1; n0 += 4) {
+        float d[4];
+        i8_w8a16_rows4(c->B + n0 * c->K, c->K, c->x, c->K, d);
+        for (size_t r = 0; r < 4; r++) {
+            const size_t n = n0 + r;
+            const float s = c->sb_type == QG_INT8_F16 ? qg_f16_to_f32(((const uint16_t *)c->sb)[n]) : ((const float *)c->sb)[n];
+            const float y = s * d[r];
+            if (c->y32 != NULL) c->y32[n] = y;
+            if (c->y16 != NULL) c->y16[n] = qg_f32_to_f16(y);
+        }
+    }
+#endif
     for (size_t n = n0; n < n1; n++) {
         const float s = c->sb_type == QG_INT8_F16 ? qg_f16_to_f32(((const uint16_t *)c->sb)[n]) : ((const float *)c->sb)[n];
         for (size_t m0 = 0; m0 < c->M; m0 += 4) {

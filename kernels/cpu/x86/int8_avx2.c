@@ -241,7 +241,19 @@ static void i8_epilogue(const int32_t *acc, size_t n, float sa, const float *sb,
 /* Row order, the same for each of the nr (1 or 4) rows: lanes l of two accumulators over 16-element
  * steps (acc0: k = 16i + l, acc1: k = 16i + 8 + l), then acc0 + acc1, then the lanes pairwise (l, l + 4),
  * (0, 2) + (1, 3), then the tail in index order. The weights of a step are converted once for the nr
- * rows. */
+ * rows. i8_w8a16_finish is that order's end, shared by both dot kernels so they cannot drift. */
+static inline __attribute__((always_inline)) float i8_w8a16_finish(__m256 acc0, __m256 acc1, const int8_t *b, const float *x,
+                                                                     size_t k, size_t K)
+{
+    const __m256 a = _mm256_add_ps(acc0, acc1);
+    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    float l[4];
+    _mm_storeu_ps(l, h);
+    float s = (l[0] + l[2]) + (l[1] + l[3]);
+    for (size_t j = k; j < K; j++) s = s + (float)b[j] * x[j];
+    return s;
+}
+
 static inline __attribute__((always_inline)) void i8_w8a16_dot4(const int8_t *b, const float *const x[4], int nr, size_t K,
                                                                  float out[4])
 {
@@ -257,15 +269,28 @@ static inline __attribute__((always_inline)) void i8_w8a16_dot4(const int8_t *b,
             acc1[r] = _mm256_fmadd_ps(b1, _mm256_loadu_ps(x[r] + k + 8), acc1[r]);
         }
     }
-    for (int r = 0; r < nr; r++) {
-        const __m256 a = _mm256_add_ps(acc0[r], acc1[r]);
-        const __m128 h = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-        float l[4];
-        _mm_storeu_ps(l, h);
-        float s = (l[0] + l[2]) + (l[1] + l[3]);
-        for (size_t j = k; j < K; j++) s = s + (float)b[j] * x[r][j];
-        out[r] = s;
+    for (int r = 0; r < nr; r++) out[r] = i8_w8a16_finish(acc0[r], acc1[r], b, x[r], k, K);
+}
+
+/* Four weight rows (b + r ldb) against one activation row, each in i8_w8a16_dot4's order, so each result
+ * has the bits dot4 gives that row: the activations of a step are loaded once for the four rows (at
+ * batch 1 dot4 would re-read the whole float32 activation row, 4 bytes per weight byte, for every
+ * weight row; eight independent accumulators also hide the FMA latency). */
+#define I8_HAVE_W8A16_ROWS4 1
+static inline __attribute__((always_inline)) void i8_w8a16_rows4(const int8_t *b, size_t ldb, const float *x, size_t K, float out[4])
+{
+    __m256 acc0[4], acc1[4];
+    for (int r = 0; r < 4; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    size_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+        for (int r = 0; r < 4; r++) {
+            const __m128i vb = _mm_loadu_si128((const __m128i *)(b + r * ldb + k));
+            acc0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(vb)), x0, acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(vb, 8))), x1, acc1[r]);
+        }
     }
+    for (int r = 0; r < 4; r++) out[r] = i8_w8a16_finish(acc0[r], acc1[r], b + r * ldb, x, k, K);
 }
 
 #include "../int8_rows.h"
