@@ -3,7 +3,12 @@
  *   - tall layers: 16896 rows (4 tile rows per block, 2 warps per tile row) and 33792 rows (8 tile rows
  *     per block, one warp per tile row, no cross-warp sum);
  *   - batch 16 at n = 65536 (outlier columns >= 32768; activations gathered from global memory and
- *     staged in chunks), n = 4100 (n % 16 != 0) and n = 48 (n = 16 mod 32).
+ *     staged in chunks), n = 4100 (n % 16 != 0) and n = 48 (n = 16 mod 32);
+ *   - long outlier rows (more than 1024 outliers in a CSR row, or in a PTCSR tile row's segment / 16),
+ *     which the whole block sums with a fixed-order reduction instead of the row's slots: 33792 x 1100
+ *     at 94% density (counts around the threshold, long and short rows mixed inside one block) in both
+ *     layouts; 256 x 8192 at 1% plus one dense row at batch 16; 1024 x 30000 PTCSR at 5% plus one dense
+ *     row at batch 5.
  * For each: y_f32 and y_f16 within the registry row's bound against the exact product; every column of
  * the batch call equals its own batch-1 call, bitwise; a PTCSR layer equals its CSR form, bitwise.
  * Calls go through qg_call_guarded (poisoned outputs, canaries, two runs). Exit 77 without a GPU.
@@ -143,17 +148,22 @@ int main(void)
         long dense_row;
         int high;
         size_t batch;
+        uint64_t seed;
         const char *what;
     } cases[] = {
-        {16896, 100, 0.05, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_RANDOM, 7, 0, 3, "4 tile rows per block"},
-        {33792, 33, 0.05, QG_SPQR_OUTLIERS_CSR, QG_SPQR_PERM_REVERSED, 100, 0, 2, "8 tile rows per block"},
-        {33792, 48, 0.05, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_RANDOM, -1, 0, 1, "8 tile rows per block, n = 16 mod 32"},
-        {16, 65536, 0.01, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_RANDOM, 3, 1, 16, "n = 65536 at batch 16, columns >= 32768"},
-        {64, 4100, 0.05, QG_SPQR_OUTLIERS_CSR, QG_SPQR_PERM_RANDOM, 5, 0, 16, "n = 4100 at batch 16"},
-        {48, 48, 0.5, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_REVERSED, 0, 0, 16, "n = 48 at batch 16"},
+        {16896, 100, 0.05, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_RANDOM, 7, 0, 3, 4200, "4 tile rows per block"},
+        {33792, 33, 0.05, QG_SPQR_OUTLIERS_CSR, QG_SPQR_PERM_REVERSED, 100, 0, 2, 4201, "8 tile rows per block"},
+        {33792, 48, 0.05, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_RANDOM, -1, 0, 1, 4202, "8 tile rows per block, n = 16 mod 32"},
+        {16, 65536, 0.01, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_RANDOM, 3, 1, 16, 4203, "n = 65536 at batch 16, columns >= 32768"},
+        {64, 4100, 0.05, QG_SPQR_OUTLIERS_CSR, QG_SPQR_PERM_RANDOM, 5, 0, 16, 4204, "n = 4100 at batch 16"},
+        {48, 48, 0.5, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_REVERSED, 0, 0, 16, 4205, "n = 48 at batch 16"},
+        {33792, 1100, 0.94, QG_SPQR_OUTLIERS_CSR, QG_SPQR_PERM_RANDOM, -1, 0, 2, 5300, "CSR rows around the long threshold"},
+        {33792, 1100, 0.94, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_RANDOM, -1, 0, 2, 5301, "PTCSR tile rows around the long threshold"},
+        {256, 8192, 0.01, QG_SPQR_OUTLIERS_CSR, QG_SPQR_PERM_RANDOM, 5, 0, 16, 5302, "one dense CSR row at batch 16"},
+        {1024, 30000, 0.05, QG_SPQR_OUTLIERS_PTCSR, QG_SPQR_PERM_REVERSED, 17, 0, 5, 5303, "one dense PTCSR row at batch 5"},
     };
     for (size_t i = 0; i < COUNT(cases); i++) {
-        const qg_spqr_layer_opts o = {cases[i].m, cases[i].n, cases[i].density, cases[i].k, cases[i].p, 4200 + i, cases[i].dense_row,
+        const qg_spqr_layer_opts o = {cases[i].m, cases[i].n, cases[i].density, cases[i].k, cases[i].p, cases[i].seed, cases[i].dense_row,
                                       cases[i].high};
         check(&o, cases[i].batch, cases[i].what);
     }
