@@ -59,6 +59,10 @@ double qg_now(void);
 int qg_bench_alloc_error(const char *label, const char *what, double bytes);
 /* CPU threads: fn over [0, n) split into `threads` contiguous slices (aligned to 64 elements). */
 void qg_bench_parallel_for(int threads, size_t n, void (*fn)(void *, size_t, size_t), void *ctx);
+/* Median seconds per pass over o->reps passes after one warm-up pass; a pass is slice(ctx, 0, n) once, or
+ * split over `threads` (qg_bench_parallel_for) when `split` (kernels that do not thread themselves). */
+double qg_bench_time_pass(const qg_bench_opts *o, int split, int threads, size_t n, void (*slice)(void *, size_t, size_t),
+                          void *ctx, double *lo, double *hi);
 /* Multi-threaded streaming read bandwidth of a `bytes` buffer, bytes/s; 0 when it cannot be allocated. */
 double qg_bench_bw_read(const qg_bench_opts *o, int threads, size_t bytes);
 

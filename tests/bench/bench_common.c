@@ -248,3 +248,16 @@ int qg_bench_session_end(const qg_bench_opts *o, qg_atomic_file *jf, int ok)
     g_rows_buf = g_notes_buf = NULL;
     return rc;
 }
+
+double qg_bench_time_pass(const qg_bench_opts *o, int split, int threads, size_t n, void (*slice)(void *, size_t, size_t),
+                          void *ctx, double *lo, double *hi)
+{
+    double t[64];
+    for (int r = -1; r < o->reps; r++) {
+        const double t0 = qg_now();
+        if (split) qg_bench_parallel_for(threads, n, slice, ctx);
+        else slice(ctx, 0, n);
+        if (r >= 0) t[r] = qg_now() - t0;
+    }
+    return qg_bench_median(t, o->reps, lo, hi);
+}

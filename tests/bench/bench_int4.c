@@ -79,18 +79,12 @@ static void i4_gemm_slice(void *vctx, size_t lo, size_t hi)
     i4_note_err(c, c->k->fn.int4_gemm_packed(&p, NULL, c->y + lo * c->M, NULL));
 }
 
-/* Median seconds per call over o->reps repetitions after one warm-up; -1 when a call failed. */
+/* Median seconds per call (the reference rows split over the threads; the kernels thread themselves);
+ * -1 when a call failed. */
 static double i4_time(const qg_bench_opts *o, i4_ctx *c, void (*slice)(void *, size_t, size_t), int threads, double *lo, double *hi)
 {
-    double t[64];
-    for (int r = -1; r < o->reps; r++) {
-        const double t0 = qg_now();
-        if (c->k->backend == QG_BACKEND_REF) qg_bench_parallel_for(threads, c->N, slice, c);
-        else slice(c, 0, c->N);
-        if (r >= 0) t[r] = qg_now() - t0;
-        if (atomic_load(&c->err) != 0) return -1;
-    }
-    return qg_bench_median(t, o->reps, lo, hi);
+    const double t = qg_bench_time_pass(o, c->k->backend == QG_BACKEND_REF, threads, c->N, slice, c, lo, hi);
+    return atomic_load(&c->err) != 0 ? -1 : t;
 }
 
 static int i4_measured_kind(qg_kind kind)
