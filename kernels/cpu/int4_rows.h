@@ -42,8 +42,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Batch columns sharing one decoded word; act-order columns whose scales and zeros are gathered at once. */
-enum { I4_BB = 8, I4_KC = 512 };
+/* Batch columns sharing one decoded word; weight rows sharing one activation load; act-order columns whose
+ * scales and zeros are gathered at once. */
+enum { I4_BB = 8, I4_RB = 4, I4_KC = 512 };
 
 typedef struct {
     const qg_w4a16 *L;
@@ -86,48 +87,114 @@ static inline void i4_gather_groups(const qg_w4a16 *L, size_t G, size_t n, size_
 /* A decoded word: (code - z) * s per lane; z and s hold the group's values or the gathered per-column ones. */
 static inline i4_v8 i4_word(uint32_t word, i4_v8 z, i4_v8 s) { return i4_mul(i4_sub(i4_codes(word), z), s); }
 
-/* Row n against batch columns b0..b0+nb-1 (nb <= I4_BB). */
-static void i4_gemv_row(const i4_ctx *c, size_t n, size_t b0, size_t nb)
+/* Rows n..n+RB-1 against batch columns b0..b0+NB-1: RB x NB accumulators, one per output, each updated
+ * by exactly the operations of the order above for its own (b, n); only the interleaving of independent
+ * chains differs, so every output has the same bits whatever RB and NB (and so whatever the batch or
+ * the thread ranges). The RB x NB independent FMA chains hide the FMA latency a single chain waits on,
+ * and one activation load serves RB rows. RB and NB are constants at every call (the loops unroll and
+ * the accumulators stay in registers). */
+static inline __attribute__((always_inline)) void i4_gemv_tile(const i4_ctx *c, size_t n, size_t b0, const size_t RB,
+                                                               const size_t NB)
 {
     const qg_w4a16 *L = c->L;
     const size_t K = L->K, W = K / 8, G = c->G;
     const uint32_t *q = L->qweight + n * W;
-    i4_v8 acc[I4_BB];
-    for (size_t b = 0; b < nb; b++) acc[b] = i4_zero();
+    const float *x = c->xf + b0 * K;
+    i4_v8 acc[I4_RB][I4_BB];
+#pragma GCC unroll 8
+    for (size_t r = 0; r < RB; r++)
+#pragma GCC unroll 8
+        for (size_t b = 0; b < NB; b++) acc[r][b] = i4_zero();
     if (L->g_idx == NULL) {
         const size_t wpg = L->g / 8; /* words per group: g is a multiple of 8 */
         for (size_t j = 0; j < G; j++) {
-            const i4_v8 z = i4_set1(i4_zero_of(L, G, n, j)), s = i4_set1(i4_scale_of(L, G, n, j));
+            i4_v8 z[I4_RB], s[I4_RB];
+#pragma GCC unroll 8
+            for (size_t r = 0; r < RB; r++) {
+                z[r] = i4_set1(i4_zero_of(L, G, n + r, j));
+                s[r] = i4_set1(i4_scale_of(L, G, n + r, j));
+            }
             for (size_t w = j * wpg; w < (j + 1) * wpg; w++) {
-                const i4_v8 wv = i4_word(q[w], z, s);
-                for (size_t b = 0; b < nb; b++) acc[b] = i4_fma(wv, i4_load(c->xf + (b0 + b) * K + 8 * w), acc[b]);
+                i4_v8 xv[I4_BB];
+#pragma GCC unroll 8
+                for (size_t b = 0; b < NB; b++) xv[b] = i4_load(x + b * K + 8 * w);
+#pragma GCC unroll 8
+                for (size_t r = 0; r < RB; r++) {
+                    const i4_v8 wv = i4_word(q[r * W + w], z[r], s[r]);
+#pragma GCC unroll 8
+                    for (size_t b = 0; b < NB; b++) acc[r][b] = i4_fma(wv, xv[b], acc[r][b]);
+                }
             }
         }
     } else {
-        float zc[I4_KC], sc[I4_KC];
+        float zc[I4_RB][I4_KC], sc[I4_RB][I4_KC];
         for (size_t k0 = 0; k0 < K; k0 += I4_KC) {
             const size_t len = K - k0 < I4_KC ? K - k0 : I4_KC;
-            i4_gather_groups(L, G, n, k0, len, zc, sc);
+            for (size_t r = 0; r < RB; r++) i4_gather_groups(L, G, n + r, k0, len, zc[r], sc[r]);
             for (size_t i = 0; i < len; i += 8) {
                 const size_t w = (k0 + i) / 8;
-                const i4_v8 wv = i4_word(q[w], i4_load(zc + i), i4_load(sc + i));
-                for (size_t b = 0; b < nb; b++) acc[b] = i4_fma(wv, i4_load(c->xf + (b0 + b) * K + 8 * w), acc[b]);
+                i4_v8 xv[I4_BB];
+#pragma GCC unroll 8
+                for (size_t b = 0; b < NB; b++) xv[b] = i4_load(x + b * K + 8 * w);
+#pragma GCC unroll 8
+                for (size_t r = 0; r < RB; r++) {
+                    const i4_v8 wv = i4_word(q[r * W + w], i4_load(zc[r] + i), i4_load(sc[r] + i));
+#pragma GCC unroll 8
+                    for (size_t b = 0; b < NB; b++) acc[r][b] = i4_fma(wv, xv[b], acc[r][b]);
+                }
             }
         }
     }
-    for (size_t b = 0; b < nb; b++) {
-        const float y = i4_canonical(i4_hsum(acc[b]));
-        const size_t o = (b0 + b) * L->N + n;
-        if (c->y_f32) c->y_f32[o] = y;
-        if (c->y_f16) c->y_f16[o] = qg_f32_to_f16(y);
-    }
+    for (size_t r = 0; r < RB; r++)
+        for (size_t b = 0; b < NB; b++) {
+            const float y = i4_canonical(i4_hsum(acc[r][b]));
+            const size_t o = (b0 + b) * L->N + n + r;
+            if (c->y_f32) c->y_f32[o] = y;
+            if (c->y_f16) c->y_f16[o] = qg_f32_to_f16(y);
+        }
 }
+
+/* The tiles used: NB batch columns (8, 4, 2 or 1) with RB = I4_RB / NB rows at a time (at most 8
+ * accumulators), and the rows left over one at a time. */
+static void i4_tile_8x1(const i4_ctx *c, size_t n, size_t b0) { i4_gemv_tile(c, n, b0, 1, 8); }
+static void i4_tile_4x2(const i4_ctx *c, size_t n, size_t b0) { i4_gemv_tile(c, n, b0, 2, 4); }
+static void i4_tile_4x1(const i4_ctx *c, size_t n, size_t b0) { i4_gemv_tile(c, n, b0, 1, 4); }
+static void i4_tile_2x4(const i4_ctx *c, size_t n, size_t b0) { i4_gemv_tile(c, n, b0, 4, 2); }
+static void i4_tile_2x1(const i4_ctx *c, size_t n, size_t b0) { i4_gemv_tile(c, n, b0, 1, 2); }
+static void i4_tile_1x4(const i4_ctx *c, size_t n, size_t b0) { i4_gemv_tile(c, n, b0, 4, 1); }
+static void i4_tile_1x1(const i4_ctx *c, size_t n, size_t b0) { i4_gemv_tile(c, n, b0, 1, 1); }
 
 static void i4_gemv_range(void *vc, size_t n0, size_t n1)
 {
     const i4_ctx *c = vc;
-    for (size_t n = n0; n < n1; n++)
-        for (size_t b0 = 0; b0 < c->batch; b0 += I4_BB) i4_gemv_row(c, n, b0, c->batch - b0 < I4_BB ? c->batch - b0 : I4_BB);
+    size_t n = n0;
+    for (; n + I4_RB <= n1; n += I4_RB) {
+        size_t b0 = 0;
+        for (; b0 + 8 <= c->batch; b0 += 8)
+            for (size_t r = 0; r < I4_RB; r++) i4_tile_8x1(c, n + r, b0);
+        if (b0 + 4 <= c->batch) {
+            for (size_t r = 0; r < I4_RB; r += 2) i4_tile_4x2(c, n + r, b0);
+            b0 += 4;
+        }
+        if (b0 + 2 <= c->batch) {
+            i4_tile_2x4(c, n, b0);
+            b0 += 2;
+        }
+        if (b0 < c->batch) i4_tile_1x4(c, n, b0);
+    }
+    for (; n < n1; n++) {
+        size_t b0 = 0;
+        for (; b0 + 8 <= c->batch; b0 += 8) i4_tile_8x1(c, n, b0);
+        if (b0 + 4 <= c->batch) {
+            i4_tile_4x1(c, n, b0);
+            b0 += 4;
+        }
+        if (b0 + 2 <= c->batch) {
+            i4_tile_2x1(c, n, b0);
+            b0 += 2;
+        }
+        if (b0 < c->batch) i4_tile_1x1(c, n, b0);
+    }
 }
 
 /* qg_w4a16_gemv_*. */
