@@ -4,16 +4,20 @@
  *
  *   typedef ... i4_v8;                      8 float32 lanes (lane l: column 8w + l of word w)
  *   i4_v8 i4_zero(void); i4_v8 i4_set1(float v); i4_v8 i4_load(const float *p); void i4_store(float *p, i4_v8 v);
- *   i4_v8 i4_codes(uint32_t word);          lane j = (word >> 4j) & 15 as float32
+ *   i4_v8 i4_codes(uint32_t word);          lane j = 2^23 + ((word >> 4j) & 15) as float32 (the bit pattern
+ *                                           0x4B000000 | code: exact, no conversion instruction)
  *   i4_v8 i4_sub(i4_v8 a, i4_v8 b); i4_v8 i4_mul(i4_v8 a, i4_v8 b);    one IEEE operation per lane
  *   i4_v8 i4_fma(i4_v8 a, i4_v8 b, i4_v8 c); a * b + c rounded once per lane
+ *   float i4_scale_f32(uint16_t h);         a finite fp16 value as float32 (exact; the hardware conversion)
  *   float i4_hsum(i4_v8 a);                 t_l = a_l + a_{l+4} (l = 0..3), then (t_0 + t_2) + (t_1 + t_3)
  *   int32_t i4_dot_i8(const int8_t *a, const int8_t *b, size_t n);   exact sum of a[i] b[i], n a multiple of 32
  *
  * then includes this file.
  *
  * Decode: w = (code - z) * s per lane, both operations exact (small integers; a 5-bit integer times an
- * fp16 value), so the decode is bit-exact with the reference on every ISA.
+ * fp16 value), so the decode is bit-exact with the reference on every ISA. The subtraction is done as
+ * (2^23 + code) - (2^23 + z): both operands are exact integers below 2^24, so the difference is code - z
+ * exactly.
  *
  * GEMV float order (the same for every batch size, batch chunking and thread count, so outputs are batch-
  * and thread-invariant): for output (b, n) one 8-lane accumulator A starts at +0; for each word w = 0,
@@ -64,14 +68,14 @@ static inline float i4_canonical(float y)
     return y;
 }
 
-/* Zero and scale of group j of row n as float32. */
+/* 2^23 + zero (exact) and scale of group j of row n as float32. */
 static inline float i4_zero_of(const qg_w4a16 *L, size_t G, size_t n, size_t j)
 {
-    return (float)(L->zeros ? L->zeros[n * G + j] : QG_INT4_SYM_ZERO);
+    return 8388608.0f + (float)(L->zeros ? L->zeros[n * G + j] : QG_INT4_SYM_ZERO);
 }
 static inline float i4_scale_of(const qg_w4a16 *L, size_t G, size_t n, size_t j)
 {
-    return qg_f16_to_f32(L->scales[n * G + j]);
+    return i4_scale_f32(L->scales[n * G + j]); /* scales are finite (validated) */
 }
 
 /* Act-order: per-column zeros and scales of row n for columns k0..k0+len-1. */
@@ -84,7 +88,7 @@ static inline void i4_gather_groups(const qg_w4a16 *L, size_t G, size_t n, size_
     }
 }
 
-/* A decoded word: (code - z) * s per lane; z and s hold the group's values or the gathered per-column ones. */
+/* A decoded word: ((2^23 + code) - (2^23 + z)) * s = (code - z) * s per lane; z (biased) and s hold the group's values or the gathered per-column ones. */
 static inline i4_v8 i4_word(uint32_t word, i4_v8 z, i4_v8 s) { return i4_mul(i4_sub(i4_codes(word), z), s); }
 
 /* Rows n..n+RB-1 against batch columns b0..b0+NB-1: RB x NB accumulators, one per output, each updated

@@ -3,7 +3,8 @@
  * -ffp-contract=off: vfmaq_f32 is the one fused operation, written where the shared order wants it.
  *
  * An 8-lane value is a pair of 4-lane registers (lo: lanes 0-3, hi: lanes 4-7). Codes: the word is
- * shifted right by 4j in lane j (vshlq_u32 with negative counts) and masked. The integer dot product
+ * shifted right by 4j in lane j (vshlq_u32 with negative counts), masked and or-ed into the exponent
+ * of 2^23 (the float32 2^23 + code, exact). The integer dot product
  * multiplies int8 pairs into int16 (vmull_s8, |p| <= 64) and accumulates pairs of them into int32
  * (vpadalq_s16): every partial sum is exact.
  */
@@ -27,12 +28,14 @@ static inline i4_v8 i4_sub(i4_v8 a, i4_v8 b) { return (i4_v8){vsubq_f32(a.lo, b.
 static inline i4_v8 i4_mul(i4_v8 a, i4_v8 b) { return (i4_v8){vmulq_f32(a.lo, b.lo), vmulq_f32(a.hi, b.hi)}; }
 static inline i4_v8 i4_fma(i4_v8 a, i4_v8 b, i4_v8 c) { return (i4_v8){vfmaq_f32(c.lo, a.lo, b.lo), vfmaq_f32(c.hi, a.hi, b.hi)}; }
 
+static inline float i4_scale_f32(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
+
 static inline i4_v8 i4_codes(uint32_t word)
 {
     static const int32_t sh_lo[4] = {0, -4, -8, -12}, sh_hi[4] = {-16, -20, -24, -28};
-    const uint32x4_t w = vdupq_n_u32(word), m = vdupq_n_u32(15);
-    return (i4_v8){vcvtq_f32_u32(vandq_u32(vshlq_u32(w, vld1q_s32(sh_lo)), m)),
-                   vcvtq_f32_u32(vandq_u32(vshlq_u32(w, vld1q_s32(sh_hi)), m))};
+    const uint32x4_t w = vdupq_n_u32(word), m = vdupq_n_u32(15), e = vdupq_n_u32(0x4B000000u); /* 2^23 + code */
+    return (i4_v8){vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vshlq_u32(w, vld1q_s32(sh_lo)), m), e)),
+                   vreinterpretq_f32_u32(vorrq_u32(vandq_u32(vshlq_u32(w, vld1q_s32(sh_hi)), m), e))};
 }
 
 static inline float i4_hsum(i4_v8 a)

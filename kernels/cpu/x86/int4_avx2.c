@@ -4,7 +4,7 @@
  * confirmed the CPU has them.
  *
  * Codes: the word is broadcast to 8 lanes and shifted right by 4j in lane j (vpsrlvd), masked to 4
- * bits and converted to float32 (exact). The integer dot product sign-extends 16 int8 to int16 and
+ * bits and or-ed into the bit pattern of 2^23: the float32 2^23 + code, exact. The integer dot product sign-extends 16 int8 to int16 and
  * sums pairs of products into int32 (vpmaddwd): every partial sum is exact.
  */
 #include <immintrin.h>
@@ -21,11 +21,13 @@ static inline i4_v8 i4_sub(i4_v8 a, i4_v8 b) { return _mm256_sub_ps(a, b); }
 static inline i4_v8 i4_mul(i4_v8 a, i4_v8 b) { return _mm256_mul_ps(a, b); }
 static inline i4_v8 i4_fma(i4_v8 a, i4_v8 b, i4_v8 c) { return _mm256_fmadd_ps(a, b, c); }
 
+static inline float i4_scale_f32(uint16_t h) { return _cvtsh_ss(h); }
+
 static inline i4_v8 i4_codes(uint32_t word)
 {
     const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
     const __m256i v = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)word), sh), _mm256_set1_epi32(15));
-    return _mm256_cvtepi32_ps(v);
+    return _mm256_castsi256_ps(_mm256_or_si256(v, _mm256_set1_epi32(0x4B000000))); /* 2^23 + code */
 }
 
 static inline float i4_hsum(i4_v8 a)
