@@ -59,6 +59,16 @@ double qg_now(void);
 int qg_bench_alloc_error(const char *label, const char *what, double bytes);
 /* CPU threads: fn over [0, n) split into `threads` contiguous slices (aligned to 64 elements). */
 void qg_bench_parallel_for(int threads, size_t n, void (*fn)(void *, size_t, size_t), void *ctx);
+/* The shapes and batches a CPU bench runs: `full` (or `quick` under --quick) and batches 1, 16, each
+ * replaced by --shapes / --batches when given. 0, or 1 when one of those is malformed. */
+typedef struct {
+    size_t shapes[16][2];
+    size_t nshapes;
+    size_t batches[16];
+    size_t nbatches;
+} qg_bench_plan;
+int qg_bench_plan_make(const qg_bench_opts *o, const size_t (*full)[2], size_t nfull, const size_t (*quick)[2], size_t nquick,
+                       qg_bench_plan *p);
 /* Median seconds per pass over o->reps passes after one warm-up pass; a pass is slice(ctx, 0, n) once, or
  * split over `threads` (qg_bench_parallel_for) when `split` (kernels that do not thread themselves). */
 double qg_bench_time_pass(const qg_bench_opts *o, int split, int threads, size_t n, void (*slice)(void *, size_t, size_t),

@@ -261,3 +261,17 @@ double qg_bench_time_pass(const qg_bench_opts *o, int split, int threads, size_t
     }
     return qg_bench_median(t, o->reps, lo, hi);
 }
+
+int qg_bench_plan_make(const qg_bench_opts *o, const size_t (*full)[2], size_t nfull, const size_t (*quick)[2], size_t nquick,
+                       qg_bench_plan *p)
+{
+    const size_t (*std)[2] = o->quick ? quick : full;
+    p->nshapes = o->quick ? nquick : nfull;
+    for (size_t i = 0; i < p->nshapes; i++) p->shapes[i][0] = std[i][0], p->shapes[i][1] = std[i][1];
+    p->batches[0] = 1, p->batches[1] = 16, p->nbatches = 2;
+    const int ns = qg_bench_parse_shapes(o->shapes, p->shapes, 16), nbt = qg_bench_parse_batches(o->batches, p->batches, 16);
+    if (ns < 0 || nbt < 0) return 1;
+    if (ns > 0) p->nshapes = (size_t)ns;
+    if (nbt > 0) p->nbatches = (size_t)nbt;
+    return 0;
+}

@@ -79,17 +79,13 @@ static int i8_measured_kind(qg_kind kind)
 int qg_bench_cpu_int8(const qg_bench_opts *o, int threads, double bw_read)
 {
     static const size_t full[][2] = {{4096, 14336}, {14336, 4096}}, quick[][2] = {{256, 4096}};
-    size_t custom[16][2], cbatches[16], batches[16] = {1, 16};
-    const size_t (*shapes)[2] = o->quick ? quick : full;
-    size_t nshapes = o->quick ? 1 : 2, nbatches = 2, bmax = 16;
-    const int ns = qg_bench_parse_shapes(o->shapes, custom, 16), nbt = qg_bench_parse_batches(o->batches, cbatches, 16);
-    if (ns < 0 || nbt < 0) return 1;
-    if (ns > 0) shapes = (const size_t(*)[2])custom, nshapes = (size_t)ns;
-    if (nbt > 0) memcpy(batches, cbatches, sizeof cbatches), nbatches = (size_t)nbt;
+    const size_t bmax = 16; /* batches are at most 16 */
+    qg_bench_plan pl;
+    if (qg_bench_plan_make(o, full, 2, quick, 1, &pl)) return 1;
     qg_set_threads(threads);
     int rc = 0;
-    for (size_t si = 0; si < nshapes && rc == 0; si++) {
-        const size_t N = shapes[si][0], K = shapes[si][1];
+    for (size_t si = 0; si < pl.nshapes && rc == 0; si++) {
+        const size_t N = pl.shapes[si][0], K = pl.shapes[si][1];
         char label[80];
         snprintf(label, sizeof label, "%s %zux%zu", o->format, N, K);
         if (K > QG_INT8_MAX_K) {
@@ -121,9 +117,9 @@ int qg_bench_cpu_int8(const qg_bench_opts *o, int threads, double bw_read)
             const qg_kernel *k = qg_registry_at(i);
             if (strcmp(k->format, "int8") || k->backend == QG_BACKEND_CUDA || !i8_measured_kind(k->kind)) continue;
             if ((o->backend >= 0 && (int)k->backend != o->backend) || !qg_kernel_available(k, NULL, 0)) continue;
-            const size_t nb = k->kind == QG_KIND_INT8_QUANTIZE ? 1 : nbatches;
+            const size_t nb = k->kind == QG_KIND_INT8_QUANTIZE ? 1 : pl.nbatches;
             for (size_t bi = 0; bi < nb && rc == 0; bi++) {
-                const size_t M = k->kind == QG_KIND_INT8_QUANTIZE ? 1 : batches[bi];
+                const size_t M = k->kind == QG_KIND_INT8_QUANTIZE ? 1 : pl.batches[bi];
                 i8_ctx c = {.k = k, .N = N, .K = K, .M = M, .B = B, .A = A, .sb = sb, .sa = sa, .wf = wf, .X = X, .y = y, .q = q, .qs = qs};
                 atomic_init(&c.err, 0);
                 qg_bench_row row = {k->format, "", qg_backend_name(k->backend), "", (int)M, 0, 0, 0, 0, 0, "BW_read", 0, ""};
