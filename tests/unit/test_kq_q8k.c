@@ -176,7 +176,8 @@ static void check_row(const qg_kernel *k)
 /* The SIMD dot rows of the backend: the pinned order's bits and the reference's exact S, M. */
 static void check_dot_rows(int only)
 {
-    static const size_t colss[] = {256, 512, 768, 3328};
+    /* 1..7 and 13 blocks: every tail of the kernels' 4-, 2- and 1-block steps */
+    static const size_t colss[] = {256, 512, 768, 1024, 1280, 1536, 1792, 3328};
     for (size_t i = 0; i < qg_registry_count(); i++) {
         const qg_kernel *k = qg_registry_at(i);
         if (k->kind != QG_KIND_KQ_DOT || k->backend == QG_BACKEND_REF || (only >= 0 && (int)k->backend != only)) continue;
@@ -202,6 +203,26 @@ static void check_dot_rows(int only)
                 QG_CHECK(qg_kq_dot_q8k_ref(t, wr, q8, cols, S + 2 * nb, S + 3 * nb, &rr) == QG_ERR_ok, "reference dot");
                 QG_CHECK(memcmp(&r, &ex[m], 4) == 0, "%s cols=%zu row %zu: %a, pinned order %a", k->name, cols, m, (double)r, (double)ex[m]);
                 QG_CHECK(memcmp(S, S + 2 * nb, 2 * nb * 4) == 0, "%s cols=%zu row %zu: S/M differ from the reference", k->name, cols, m);
+                /* without S/M (a separate loop in the kernels) the same bits */
+                float r0 = 0;
+                QG_CHECK(k->fn.kq_dot(t, wr, q8, cols, NULL, NULL, &r0) == QG_ERR_ok, "%s call without S/M", k->name);
+                QG_CHECK(memcmp(&r0, &ex[m], 4) == 0, "%s cols=%zu row %zu, no S/M: %a, pinned order %a", k->name, cols, m, (double)r0,
+                         (double)ex[m]);
+            }
+            /* The dot is defined over the Q8_K codes, not its bsums: with every bsum overwritten, Q6_K
+             * (whose -32 offset meets the code sums) gives the same bits; Q4_K/Q5_K's M takes the bsums
+             * by definition, so only Q6_K is checked here. */
+            if (t == QG_Q6_K) {
+                for (size_t b = 0; b < nb; b++)
+                    for (int g = 0; g < 32; g++) q8[b * QG_Q8K_BYTES + QG_Q8K_BSUMS + g] = (uint8_t)(qg_rng_u64(&g_rng) >> 56);
+                for (size_t m = 0; m < rows; m++) {
+                    const uint8_t *wr = w + m * nb * qg_kq_block_bytes(t);
+                    float r0 = 0, r1 = 0;
+                    QG_CHECK(k->fn.kq_dot(t, wr, q8, cols, NULL, NULL, &r0) == QG_ERR_ok, "%s call", k->name);
+                    QG_CHECK(k->fn.kq_dot(t, wr, q8, cols, S, S + nb, &r1) == QG_ERR_ok, "%s call", k->name);
+                    QG_CHECK(memcmp(&r0, &ex[m], 4) == 0 && memcmp(&r1, &ex[m], 4) == 0, "%s cols=%zu row %zu, bsums overwritten: %a %a, pinned order %a",
+                             k->name, cols, m, (double)r0, (double)r1, (double)ex[m]);
+                }
             }
             free(w);
             free(q8);

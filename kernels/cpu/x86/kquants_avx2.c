@@ -219,7 +219,7 @@ QG_INLINE __m128i kq_dot_ints_q45(const uint8_t *wb, const uint8_t *yb, const in
  * over the 16 groups of 16. The spec's S is the sum over qs itself, so the correction is formed from the
  * q8 codes (VPMADDUBSW with 32), not from the block's bsums. Chunk c (elements 32c ..) holds group 2c in
  * its low lane and 2c+1 in its high one. */
-QG_INLINE __m128i kq_dot_ints_q6(const uint8_t *wb, const uint8_t *yb) /* S in lane 0 */
+QG_INLINE __m256i kq_dot_ints_q6_vec(const uint8_t *wb, const uint8_t *yb) /* 8 int32 lanes summing to S */
 {
     const __m128i sc = _mm_loadu_si128((const __m128i *)(wb + QG_Q6K_SCALES));
     /* words: lane 0 sc0 sc2 .. sc14, lane 1 sc1 sc3 .. sc15, so word c of each lane is chunk c's scale */
@@ -248,6 +248,12 @@ QG_INLINE __m128i kq_dot_ints_q6(const uint8_t *wb, const uint8_t *yb) /* S in l
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(eo, KQ_WORD_OF(2 * c, 2 * c + 1))));
         }
     }
+    return acc;
+}
+
+QG_INLINE __m128i kq_dot_ints_q6(const uint8_t *wb, const uint8_t *yb) /* S in lane 0 */
+{
+    const __m256i acc = kq_dot_ints_q6_vec(wb, yb);
     __m128i t = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
     return _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
@@ -635,8 +641,62 @@ int qg_kq_dequant_f16_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, siz
     return kq_dequant(t, blocks, nbytes, rows, cols, y, 1);
 }
 
+/* Q6_K row dot without S/M outputs, two blocks per step: each block's S_i is exact (kq_dot_ints_q6_vec),
+ * the two blocks' lane sums are reduced together, and the float steps are the pinned order's, block i
+ * before block i + 1: sumS = fma(D_i dy_i, S_i, sumS); the result is sumS - (+0), as kq_dsum_result. */
+static float kq_dot_row_q6_pairs(const uint8_t *wrow, const uint8_t *q8row, size_t nb)
+{
+    kq_dsum a = kq_dsum_zero();
+    size_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const uint8_t *w0 = wrow + i * QG_Q6K_BYTES, *y0 = q8row + i * QG_Q8K_BYTES;
+        __m256i s0 = kq_dot_ints_q6_vec(w0, y0);
+        __asm__ volatile("" : "+x"(s0) : : "memory");
+        __m256i s1 = kq_dot_ints_q6_vec(w0 + QG_Q6K_BYTES, y0 + QG_Q8K_BYTES);
+        __asm__ volatile("" : "+x"(s1) : : "memory");
+        __m256i s2 = kq_dot_ints_q6_vec(w0 + 2 * QG_Q6K_BYTES, y0 + 2 * QG_Q8K_BYTES);
+        __asm__ volatile("" : "+x"(s2) : : "memory");
+        const __m256i s3 = kq_dot_ints_q6_vec(w0 + 3 * QG_Q6K_BYTES, y0 + 3 * QG_Q8K_BYTES);
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3)); /* per lane: partial S of blocks 0..3 */
+        const __m128 s = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+        const uint64_t dd = (uint64_t)kq_ld16(w0 + QG_Q6K_D) | (uint64_t)kq_ld16(w0 + QG_Q6K_BYTES + QG_Q6K_D) << 16 |
+                            (uint64_t)kq_ld16(w0 + 2 * QG_Q6K_BYTES + QG_Q6K_D) << 32 | (uint64_t)kq_ld16(w0 + 3 * QG_Q6K_BYTES + QG_Q6K_D) << 48;
+        const __m128 d = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)dd));
+        const __m128 dy = _mm_castsi128_ps(_mm_setr_epi32((int)kq_ld32(y0 + QG_Q8K_D), (int)kq_ld32(y0 + QG_Q8K_BYTES + QG_Q8K_D),
+                                                          (int)kq_ld32(y0 + 2 * QG_Q8K_BYTES + QG_Q8K_D), (int)kq_ld32(y0 + 3 * QG_Q8K_BYTES + QG_Q8K_D)));
+        const __m128 f = _mm_mul_ps(d, dy);
+        a = _mm_fmadd_ss(f, s, a);
+        a = _mm_fmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(s), a);
+        a = _mm_fmadd_ss(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), a);
+        a = _mm_fmadd_ss(_mm_shuffle_ps(f, f, 3), _mm_shuffle_ps(s, s, 3), a);
+    }
+    for (; i + 2 <= nb; i += 2) {
+        const uint8_t *w0 = wrow + i * QG_Q6K_BYTES, *y0 = q8row + i * QG_Q8K_BYTES;
+        const uint8_t *w1 = w0 + QG_Q6K_BYTES, *y1 = y0 + QG_Q8K_BYTES;
+        __m256i s0 = kq_dot_ints_q6_vec(w0, y0);
+        __asm__ volatile("" : "+x"(s0) : : "memory"); /* block i finished before block i + 1 starts: no spills */
+        const __m256i s1 = kq_dot_ints_q6_vec(w1, y1);
+        const __m128 s = _mm_cvtepi32_ps(kq_hsum2_i32(s0, s1)); /* (S_i, S_i+1, S_i, S_i+1): exact int32, then rounded as the scalar order rounds */
+        const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)kq_ld16(w0 + QG_Q6K_D) | (uint32_t)kq_ld16(w1 + QG_Q6K_D) << 16)));
+        const __m128 dy = _mm_castsi128_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)kq_ld32(y0 + QG_Q8K_D)), (int)kq_ld32(y1 + QG_Q8K_D), 1));
+        const __m128 f = _mm_mul_ps(d, dy); /* (D_i dy_i, D_i+1 dy_i+1, 0, 0) */
+        a = _mm_fmadd_ss(f, s, a);
+        a = _mm_fmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(s), a);
+    }
+    if (i < nb) a = kq_dot_q6(a, wrow + i * QG_Q6K_BYTES, q8row + i * QG_Q8K_BYTES, NULL);
+    /* lanes 1-3 of a carry f's upper lanes (fmadd_ss takes them from its first operand): sumM is +0 here */
+    return _mm_cvtss_f32(_mm_sub_ss(a, _mm_setzero_ps()));
+}
+
 int qg_kq_dot_q8k_avx2(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result)
 {
+    if (S == NULL && M == NULL) { /* the common call, its loop compiled without the per-block stores */
+        if (t == QG_Q6_K && wrow != NULL && q8row != NULL && result != NULL && qg_kq_check_shape(t, 1, cols, cols / QK * QG_Q6K_BYTES) == QG_ERR_ok) {
+            *result = kq_dot_row_q6_pairs(wrow, q8row, cols / QK);
+            return QG_ERR_ok;
+        }
+        return kq_dot_q8k(t, wrow, q8row, cols, NULL, NULL, result);
+    }
     return kq_dot_q8k(t, wrow, q8row, cols, S, M, result);
 }
 
