@@ -188,7 +188,7 @@ QG_INLINE __m128i kq_hsum2_i32(__m256i a, __m256i b)
 /* Integer part of one Q4_K/Q5_K block: S = sum_s sc_s (q . q8)_s over the 8 sub-blocks of 32, M = sum_s
  * m_s (bsums[2s] + bsums[2s+1]). Chunk j (qs[32j ..]) holds sub-block 2j in its low nibbles and 2j+1
  * in its high ones; Q5_K's fifth bit of element 64j + l is bit 2j of qh[l], of 64j + 32 + l bit 2j+1. */
-QG_INLINE __m128i kq_dot_ints_q45(const uint8_t *wb, const uint8_t *yb, const int q5) /* (S, M, S, M) */
+QG_INLINE __m256i kq_dot_ints_q45_vec(const uint8_t *wb, const uint8_t *yb, const int q5, __m256i *mins) /* lanes summing to S, M */
 {
     const __m256i sm = kq_scales_mins(wb), m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
     const uint8_t *qs = wb + (q5 ? QG_Q5K_QS : QG_Q4K_QS), *y8 = yb + QG_Q8K_QS;
@@ -212,7 +212,15 @@ QG_INLINE __m128i kq_dot_ints_q45(const uint8_t *wb, const uint8_t *yb, const in
     /* word k of the bsums (group k of 16) meets m_{k/2}: bytes 8 + k/2 of sm, lane 1 holding k = 8..15 */
     const __m256i mm = _mm256_shuffle_epi8(sm, _mm256_setr_epi8(8, -1, 8, -1, 9, -1, 9, -1, 10, -1, 10, -1, 11, -1, 11, -1, 12, -1, 12, -1,
                                                                 13, -1, 13, -1, 14, -1, 14, -1, 15, -1, 15, -1));
-    return kq_hsum2_i32(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_BSUMS)), mm));
+    *mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(yb + QG_Q8K_BSUMS)), mm);
+    return acc;
+}
+
+QG_INLINE __m128i kq_dot_ints_q45(const uint8_t *wb, const uint8_t *yb, const int q5) /* (S, M, S, M) */
+{
+    __m256i mn;
+    const __m256i acc = kq_dot_ints_q45_vec(wb, yb, q5, &mn);
+    return kq_hsum2_i32(acc, mn);
 }
 
 /* Integer part of one Q6_K block with u = q + 32 in 0..63: S = sum_g sc_g ((u . q8)_g - 32 (sum q8)_g)
@@ -688,11 +696,41 @@ static float kq_dot_row_q6_pairs(const uint8_t *wrow, const uint8_t *q8row, size
     return _mm_cvtss_f32(_mm_sub_ss(a, _mm_setzero_ps()));
 }
 
+/* Q4_K/Q5_K row dot without S/M outputs, two blocks per step: the lane sums of both blocks' S and M
+ * in one reduction, then the pinned float steps in block order (lanes 0, 1 = sumS, sumM). */
+QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int q5)
+{
+    const size_t bsz = q5 ? QG_Q5K_BYTES : QG_Q4K_BYTES;
+    kq_dsum a = kq_dsum_zero();
+    size_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const uint8_t *w0 = wrow + i * bsz, *y0 = q8row + i * QG_Q8K_BYTES;
+        __m256i m0, m1;
+        __m256i s0 = kq_dot_ints_q45_vec(w0, y0, q5, &m0);
+        __asm__ volatile("" : "+x"(s0), "+x"(m0) : : "memory");
+        const __m256i s1 = kq_dot_ints_q45_vec(w0 + bsz, y0 + QG_Q8K_BYTES, q5, &m1);
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, m0), _mm256_hadd_epi32(s1, m1));
+        const __m128 sm = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))); /* S_i, M_i, S_i+1, M_i+1 */
+        const __m128 d = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)kq_ld32(w0 + QG_Q4K_D) | (uint64_t)kq_ld32(w0 + bsz + QG_Q4K_D) << 32)));
+        const __m128 dy = _mm_shuffle_ps(_mm_load_ss((const float *)(y0 + QG_Q8K_D)), _mm_load_ss((const float *)(y0 + QG_Q8K_BYTES + QG_Q8K_D)), 0);
+        const __m128 f = _mm_mul_ps(d, dy); /* D dy, Dm dy of block i, then of block i + 1 */
+        a = _mm_fmadd_ps(f, sm, a);
+        a = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(sm, sm), a);
+    }
+    if (i < nb) a = kq_dot_q45(a, wrow + i * bsz, q8row + i * QG_Q8K_BYTES, q5, NULL, NULL);
+    return kq_dsum_result(a);
+}
+
 int qg_kq_dot_q8k_avx2(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result)
 {
     if (S == NULL && M == NULL) { /* the common call, its loop compiled without the per-block stores */
         if (t == QG_Q6_K && wrow != NULL && q8row != NULL && result != NULL && qg_kq_check_shape(t, 1, cols, cols / QK * QG_Q6K_BYTES) == QG_ERR_ok) {
             *result = kq_dot_row_q6_pairs(wrow, q8row, cols / QK);
+            return QG_ERR_ok;
+        }
+        if ((t == QG_Q4_K || t == QG_Q5_K) && wrow != NULL && q8row != NULL && result != NULL &&
+            qg_kq_check_shape(t, 1, cols, cols / QK * qg_kq_block_bytes(t)) == QG_ERR_ok) {
+            *result = t == QG_Q5_K ? kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 1) : kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 0);
             return QG_ERR_ok;
         }
         return kq_dot_q8k(t, wrow, q8row, cols, NULL, NULL, result);
