@@ -271,7 +271,7 @@ QG_INLINE __m128i kq_dot_ints_q6(const uint8_t *wb, const uint8_t *yb) /* S in l
  * bsums_g. Equal to kq_dot_ints_q6 exactly when bsums_g is the sum of group g's codes, which holds for
  * the activations the Q8_K GEMV quantizes itself (not for an arbitrary Q8_K row given to the dot).
  * |sc_g bsums_g| <= 128 * 2048, so the int16 pair products of VPMADDWD are exact. */
-QG_INLINE __m128i kq_dot_ints_q6_bsums(const uint8_t *wb, const uint8_t *yb) /* S in lane 0 */
+QG_INLINE __m256i kq_dot_ints_q6_bsums_vec(const uint8_t *wb, const uint8_t *yb) /* 8 int32 lanes summing to S */
 {
     const __m128i sc = _mm_loadu_si128((const __m128i *)(wb + QG_Q6K_SCALES));
     const __m256i eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
@@ -298,6 +298,12 @@ QG_INLINE __m128i kq_dot_ints_q6_bsums(const uint8_t *wb, const uint8_t *yb) /* 
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_shuffle_epi8(eo, KQ_WORD_OF(2 * c, 2 * c + 1))));
         }
     }
+    return acc;
+}
+
+QG_INLINE __m128i kq_dot_ints_q6_bsums(const uint8_t *wb, const uint8_t *yb) /* S in lane 0 */
+{
+    const __m256i acc = kq_dot_ints_q6_bsums_vec(wb, yb);
     __m128i t = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
     t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
     return _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
@@ -637,34 +643,30 @@ static void kq_convert_x(const uint16_t *x, size_t n, float *xf)
     for (size_t i = 0; i < n; i += 8) _mm256_store_ps(xf + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
 }
 
-#include "../kquants_rows.h"
-
-int qg_kq_dequant_f32_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y)
+/* Q6_K row dot without S/M outputs, four blocks per step (then two, then one): each block's S_i is exact
+ * (kq_dot_ints_q6_vec; with bsums, kq_dot_ints_q6_bsums_vec, for the GEMV's own activations), the four
+ * blocks' lane sums are reduced together, and the float steps are the pinned order's, block i before
+ * block i + 1: sumS = fma(D_i dy_i, S_i, sumS); the result is sumS - (+0), as kq_dsum_result. pf: the
+ * next step's Q8_K blocks are prefetched (the GEMV, whose long Q8_K rows leave L1). */
+#define KQ_Q6_INTS(w, y) (bsums ? kq_dot_ints_q6_bsums_vec(w, y) : kq_dot_ints_q6_vec(w, y))
+QG_INLINE void kq_prefetch_q8(const uint8_t *yb, size_t nblocks)
 {
-    return kq_dequant(t, blocks, nbytes, rows, cols, y, 0);
+    for (size_t l = 0; l < nblocks * QG_Q8K_BYTES; l += 64) _mm_prefetch((const char *)yb + l, _MM_HINT_T0);
 }
-
-int qg_kq_dequant_f16_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y)
-{
-    return kq_dequant(t, blocks, nbytes, rows, cols, y, 1);
-}
-
-/* Q6_K row dot without S/M outputs, two blocks per step: each block's S_i is exact (kq_dot_ints_q6_vec),
- * the two blocks' lane sums are reduced together, and the float steps are the pinned order's, block i
- * before block i + 1: sumS = fma(D_i dy_i, S_i, sumS); the result is sumS - (+0), as kq_dsum_result. */
-static float kq_dot_row_q6_pairs(const uint8_t *wrow, const uint8_t *q8row, size_t nb)
+QG_INLINE float kq_dot_row_q6_quads(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int bsums, const int pf)
 {
     kq_dsum a = kq_dsum_zero();
     size_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const uint8_t *w0 = wrow + i * QG_Q6K_BYTES, *y0 = q8row + i * QG_Q8K_BYTES;
-        __m256i s0 = kq_dot_ints_q6_vec(w0, y0);
+        if (pf && i + 8 <= nb) kq_prefetch_q8(y0 + 4 * QG_Q8K_BYTES, 4);
+        __m256i s0 = KQ_Q6_INTS(w0, y0);
         __asm__ volatile("" : "+x"(s0) : : "memory");
-        __m256i s1 = kq_dot_ints_q6_vec(w0 + QG_Q6K_BYTES, y0 + QG_Q8K_BYTES);
+        __m256i s1 = KQ_Q6_INTS(w0 + QG_Q6K_BYTES, y0 + QG_Q8K_BYTES);
         __asm__ volatile("" : "+x"(s1) : : "memory");
-        __m256i s2 = kq_dot_ints_q6_vec(w0 + 2 * QG_Q6K_BYTES, y0 + 2 * QG_Q8K_BYTES);
+        __m256i s2 = KQ_Q6_INTS(w0 + 2 * QG_Q6K_BYTES, y0 + 2 * QG_Q8K_BYTES);
         __asm__ volatile("" : "+x"(s2) : : "memory");
-        const __m256i s3 = kq_dot_ints_q6_vec(w0 + 3 * QG_Q6K_BYTES, y0 + 3 * QG_Q8K_BYTES);
+        const __m256i s3 = KQ_Q6_INTS(w0 + 3 * QG_Q6K_BYTES, y0 + 3 * QG_Q8K_BYTES);
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3)); /* per lane: partial S of blocks 0..3 */
         const __m128 s = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
         const uint64_t dd = (uint64_t)kq_ld16(w0 + QG_Q6K_D) | (uint64_t)kq_ld16(w0 + QG_Q6K_BYTES + QG_Q6K_D) << 16 |
@@ -681,9 +683,9 @@ static float kq_dot_row_q6_pairs(const uint8_t *wrow, const uint8_t *q8row, size
     for (; i + 2 <= nb; i += 2) {
         const uint8_t *w0 = wrow + i * QG_Q6K_BYTES, *y0 = q8row + i * QG_Q8K_BYTES;
         const uint8_t *w1 = w0 + QG_Q6K_BYTES, *y1 = y0 + QG_Q8K_BYTES;
-        __m256i s0 = kq_dot_ints_q6_vec(w0, y0);
+        __m256i s0 = KQ_Q6_INTS(w0, y0);
         __asm__ volatile("" : "+x"(s0) : : "memory"); /* block i finished before block i + 1 starts: no spills */
-        const __m256i s1 = kq_dot_ints_q6_vec(w1, y1);
+        const __m256i s1 = KQ_Q6_INTS(w1, y1);
         const __m128 s = _mm_cvtepi32_ps(kq_hsum2_i32(s0, s1)); /* (S_i, S_i+1, S_i, S_i+1): exact int32, then rounded as the scalar order rounds */
         const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)kq_ld16(w0 + QG_Q6K_D) | (uint32_t)kq_ld16(w1 + QG_Q6K_D) << 16)));
         const __m128 dy = _mm_castsi128_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)kq_ld32(y0 + QG_Q8K_D)), (int)kq_ld32(y1 + QG_Q8K_D), 1));
@@ -691,20 +693,24 @@ static float kq_dot_row_q6_pairs(const uint8_t *wrow, const uint8_t *q8row, size
         a = _mm_fmadd_ss(f, s, a);
         a = _mm_fmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(s), a);
     }
-    if (i < nb) a = kq_dot_q6(a, wrow + i * QG_Q6K_BYTES, q8row + i * QG_Q8K_BYTES, NULL);
+    if (i < nb) {
+        if (bsums) a = kq_dot_q6_bsums(a, wrow + i * QG_Q6K_BYTES, q8row + i * QG_Q8K_BYTES);
+        else a = kq_dot_q6(a, wrow + i * QG_Q6K_BYTES, q8row + i * QG_Q8K_BYTES, NULL);
+    }
     /* lanes 1-3 of a carry f's upper lanes (fmadd_ss takes them from its first operand): sumM is +0 here */
     return _mm_cvtss_f32(_mm_sub_ss(a, _mm_setzero_ps()));
 }
 
 /* Q4_K/Q5_K row dot without S/M outputs, two blocks per step: the lane sums of both blocks' S and M
  * in one reduction, then the pinned float steps in block order (lanes 0, 1 = sumS, sumM). */
-QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int q5)
+QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int q5, const int pf)
 {
     const size_t bsz = q5 ? QG_Q5K_BYTES : QG_Q4K_BYTES;
     kq_dsum a = kq_dsum_zero();
     size_t i = 0;
     for (; i + 2 <= nb; i += 2) {
         const uint8_t *w0 = wrow + i * bsz, *y0 = q8row + i * QG_Q8K_BYTES;
+        if (pf && i + 4 <= nb) kq_prefetch_q8(y0 + 2 * QG_Q8K_BYTES, 2);
         __m256i m0, m1;
         __m256i s0 = kq_dot_ints_q45_vec(w0, y0, q5, &m0);
         __asm__ volatile("" : "+x"(s0), "+x"(m0) : : "memory");
@@ -721,16 +727,36 @@ QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, 
     return kq_dsum_result(a);
 }
 
+/* The Q8_K GEMV's row (kquants_rows.h): the same steps, Q6_K with the bsums, the next Q8_K blocks prefetched. */
+#define KQ_HAVE_Q8G_ROW 1
+QG_INLINE float kq_q8g_row(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb)
+{
+    if (t == QG_Q6_K) return kq_dot_row_q6_quads(wrow, q8row, nb, 1, 1);
+    return kq_dot_row_q45_pairs(wrow, q8row, nb, t == QG_Q5_K, 1);
+}
+
+#include "../kquants_rows.h"
+
+int qg_kq_dequant_f32_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, float *y)
+{
+    return kq_dequant(t, blocks, nbytes, rows, cols, y, 0);
+}
+
+int qg_kq_dequant_f16_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, size_t rows, size_t cols, uint16_t *y)
+{
+    return kq_dequant(t, blocks, nbytes, rows, cols, y, 1);
+}
+
 int qg_kq_dot_q8k_avx2(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result)
 {
     if (S == NULL && M == NULL) { /* the common call, its loop compiled without the per-block stores */
         if (t == QG_Q6_K && wrow != NULL && q8row != NULL && result != NULL && qg_kq_check_shape(t, 1, cols, cols / QK * QG_Q6K_BYTES) == QG_ERR_ok) {
-            *result = kq_dot_row_q6_pairs(wrow, q8row, cols / QK);
+            *result = kq_dot_row_q6_quads(wrow, q8row, cols / QK, 0, 0);
             return QG_ERR_ok;
         }
         if ((t == QG_Q4_K || t == QG_Q5_K) && wrow != NULL && q8row != NULL && result != NULL &&
             qg_kq_check_shape(t, 1, cols, cols / QK * qg_kq_block_bytes(t)) == QG_ERR_ok) {
-            *result = t == QG_Q5_K ? kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 1) : kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 0);
+            *result = t == QG_Q5_K ? kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 1, 0) : kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 0, 0);
             return QG_ERR_ok;
         }
         return kq_dot_q8k(t, wrow, q8row, cols, NULL, NULL, result);
