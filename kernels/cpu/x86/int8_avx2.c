@@ -275,7 +275,10 @@ static inline __attribute__((always_inline)) void i8_w8a16_dot4(const int8_t *b,
 /* Four weight rows (b + r ldb) against one activation row, each in i8_w8a16_dot4's order, so each result
  * has the bits dot4 gives that row: the activations of a step are loaded once for the four rows (at
  * batch 1 dot4 would re-read the whole float32 activation row, 4 bytes per weight byte, for every
- * weight row; eight independent accumulators also hide the FMA latency). */
+ * weight row; eight independent accumulators also hide the FMA latency). The next four rows are
+ * prefetched at the same offset: the four short streams (4 KB each at K = 4096) restart every group
+ * and one core's hardware prefetch alone left it at about 12 GB/s; with the hint 15-17 GB/s on one
+ * core, 2.5 -> 2.0 ms for 14336x4096 on two. */
 #define I8_HAVE_W8A16_ROWS4 1
 static inline __attribute__((always_inline)) void i8_w8a16_rows4(const int8_t *b, size_t ldb, const float *x, size_t K, float out[4])
 {
@@ -284,6 +287,8 @@ static inline __attribute__((always_inline)) void i8_w8a16_rows4(const int8_t *b
     size_t k = 0;
     for (; k + 16 <= K; k += 16) {
         const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+        if ((k & 63) == 0) /* the same 64 bytes of the next four rows (a hint: never faults, changes no result) */
+            for (int r = 0; r < 4; r++) _mm_prefetch((const char *)((uintptr_t)b + (4 + r) * ldb + k), _MM_HINT_T0);
         for (int r = 0; r < 4; r++) {
             const __m128i vb = _mm_loadu_si128((const __m128i *)(b + r * ldb + k));
             acc0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(vb)), x0, acc0[r]);
