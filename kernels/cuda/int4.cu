@@ -38,6 +38,11 @@ constexpr int ROWS = QG_W4A16_TC_ROWS;
 constexpr int CHUNK = QG_W4A16_TC_CHUNK;
 constexpr int WARPS = 4; /* warps per CTA: 4 n-tiles, 64 output channels */
 constexpr int MSLICE = QG_W4A16_TC_MSLICE;
+/* the shared-memory ring of the M <= 16 kernel: RING_NB groups of RING_B chunks (12 stages: 32 KB per CTA
+ * at M = 1, 55 KB at M = 16) */
+constexpr int RING_B = 4, RING_NB = 3;
+/* CTAs of 4 warps the SMs of an H100 hold at once in the M <= 8 kernel (132 x 4): the split-K target */
+constexpr size_t CTA_SLOTS = 132 * 4;
 
 struct dev_shape {
     int N, K, Np, G, nt, kc; /* kc: chunks of 64 columns */
@@ -128,12 +133,86 @@ __device__ __forceinline__ void tile_store(const float (&tot)[MT][4], int nt, in
     if (lane == 0) *c = 0u;
 }
 
+/* The running state of one warp's split: per m-tile the split total tot and the open group's partial par
+ * (D fragments), the open group cur and its scales (sa, sb: rows gr, gr + 8) and fp16 (1024 + z) pairs. */
+template <int MT>
+struct w4a16_acc {
+    float tot[MT][4], par[MT][4];
+    int cur;
+    float sa, sb;
+    uint32_t za, zb;
+};
+
+/* tot += RN32(s * par) for the open group; par back to +0 */
+template <int MT>
+__device__ __forceinline__ void acc_flush(w4a16_acc<MT> &a)
+{
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        a.tot[i][0] = __fadd_rn(a.tot[i][0], __fmul_rn(a.sa, a.par[i][0]));
+        a.tot[i][1] = __fadd_rn(a.tot[i][1], __fmul_rn(a.sa, a.par[i][1]));
+        a.tot[i][2] = __fadd_rn(a.tot[i][2], __fmul_rn(a.sb, a.par[i][2]));
+        a.tot[i][3] = __fadd_rn(a.tot[i][3], __fmul_rn(a.sb, a.par[i][3]));
+        a.par[i][0] = a.par[i][1] = a.par[i][2] = a.par[i][3] = 0.0f;
+    }
+}
+
+/* Half h of chunk c: its two k-tiles j = 2h, 2h + 1 in order. w: the lane's code words of the chunk, zw: the
+ * sz words of rows gr, gr + 8 for the groups of k-tiles 0 (x, y) and 2 (z, w), xc: the lane's B fragments
+ * of the half per m-tile. A group change flushes the open group first. Every kernel below calls this with
+ * the same (c, h) sequence: the operations of an output do not depend on how its operands were loaded. */
+template <int MT>
+__device__ __forceinline__ void half_mma(w4a16_acc<MT> &a, int c, int h, const uint4 &w, const uint4 &zw, const uint4 (&xc)[MT],
+                                         const dev_shape &sh)
+{
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++) {
+        const int j = 2 * h + jj;
+        const int kt = c * 4 + j;
+        const int grp = min(kt >> sh.gshift, sh.G - 1);
+        if (grp != a.cur) {
+            if (a.cur >= 0) acc_flush<MT>(a);
+            a.cur = grp;
+            const uint32_t va = h == 0 ? zw.x : zw.z, vb = h == 0 ? zw.y : zw.w;
+            a.sa = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
+            a.sb = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
+            a.za = (va >> 16) | (va & 0xFFFF0000u);
+            a.zb = (vb >> 16) | (vb & 0xFFFF0000u);
+        }
+        const uint32_t word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
+        /* (1024 + q) - (1024 + z) = q - z exactly; rows gr (registers 0, 2) and gr + 8 (1, 3) */
+        const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, a.za);
+        const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, a.zb);
+        const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, a.za);
+        const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, a.zb);
+#pragma unroll
+        for (int i = 0; i < MT; i++) {
+            const uint32_t b0 = jj ? xc[i].z : xc[i].x;
+            const uint32_t b1 = jj ? xc[i].w : xc[i].y;
+            mma16816(a.par[i], a0, a1, a2, a3, b0, b1);
+        }
+    }
+}
+
+template <int MT>
+__device__ __forceinline__ void acc_init(w4a16_acc<MT> &a)
+{
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) a.tot[i][j] = 0.0f, a.par[i][j] = 0.0f;
+    a.cur = -1;
+    a.sa = a.sb = 0.0f;
+    a.za = a.zb = 0u;
+}
+
 /* One warp: n-tile nt, split s (chunks [c0, c1)), m-tiles m0 .. m0 + 8 MT - 1 of x (rows < M); the grid is
  * (m-blocks, n-tile groups, splits), so the m-blocks that read the same weights run side by side (the
- * second and later read them from L2). Every load is issued ahead of its use: per lane a ring of P stages,
- * stage p holding chunk c + p: its uint4 of codes (streamed, not kept in L1) and the sz words of its two
- * halves (the groups of k-tiles 0 and 2: a chunk spans at most two groups, g >= 32); x (L2/L1 resident)
- * one 32-column half ahead. part == NULL: write y directly (S = 1); else the turnstile of tile_store. */
+ * second and later read them from L2). Used for MT >= 4 (M > 16). Every load is issued ahead of its use:
+ * per lane a register ring of P stages, stage p holding chunk c + p: its uint4 of codes (streamed, not kept
+ * in L1) and the sz words of its two halves (a chunk spans at most two groups, g >= 32); when a stage is
+ * requested the chunk's x lines are prefetched into L1, and x is then loaded from L1 one 32-column half
+ * ahead. part == NULL: write y directly (S = 1); else the turnstile of tile_store. */
 template <int MT, int P, int MINB>
 __global__ void __launch_bounds__(WARPS * 32, MINB) w4a16_tc_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
                                                                    const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
@@ -149,11 +228,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) w4a16_tc_kernel(const uint4 
     const int gr = lane >> 2, t = lane & 3;
     const int na = nt * ROWS + gr, nb = na + 8;
 
-    float tot[MT][4], par[MT][4];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) tot[i][j] = 0.0f, par[i][j] = 0.0f;
+    w4a16_acc<MT> acc;
+    acc_init<MT>(acc);
 
     /* rows of x this lane feeds as B (column gr of each m-tile); per 32-column half of a chunk the lane's
      * B fragments of both k-tiles are the 8 consecutive columns 8t .. 8t + 7 (tc16 column order): one
@@ -180,15 +256,18 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) w4a16_tc_kernel(const uint4 
         wv = ld_stream(wp + (size_t)(c - c0) * 32);
         const size_t g0 = (size_t)min((4 * c) >> sh.gshift, sh.G - 1) * sh.Np, g1 = (size_t)min((4 * c + 2) >> sh.gshift, sh.G - 1) * sh.Np;
         zv = make_uint4(__ldg(sza + g0), __ldg(szb + g0), __ldg(sza + g1), __ldg(szb + g1));
+        /* the lane's own 16 bytes of x of each half, into L1 for the half-ahead loads */
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                if (mok[i] && c * CHUNK + 32 * h + 8 * t < sh.K) asm volatile("prefetch.global.L1 [%0];\n" ::"l"(xr[i] + c * CHUNK + 32 * h));
     };
 #pragma unroll
     for (int p = 0; p < P; p++)
         if (c0 + p < c1) load_stage(wb[p], zb4[p], c0 + p);
     if (c0 < c1) load_x(c0, 0);
 
-    int cur = -1;
-    float sa = 0.0f, sb = 0.0f;
-    uint32_t za = 0, zb = 0;
     for (int cb = c0; cb < c1; cb += P) {
 #pragma unroll
         for (int p = 0; p < P; p++) {
@@ -203,55 +282,131 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) w4a16_tc_kernel(const uint4 
                 for (int i = 0; i < MT; i++) xc[i] = xn[i];
                 if (h == 0) load_x(c, 1);
                 else if (c + 1 < c1) load_x(c + 1, 0);
-#pragma unroll
-                for (int jj = 0; jj < 2; jj++) {
-                    const int j = 2 * h + jj;
-                    const int kt = c * 4 + j;
-                    const int grp = min(kt >> sh.gshift, sh.G - 1);
-                    if (grp != cur) {
-                        if (cur >= 0) {
-#pragma unroll
-                            for (int i = 0; i < MT; i++) {
-                                tot[i][0] = __fadd_rn(tot[i][0], __fmul_rn(sa, par[i][0]));
-                                tot[i][1] = __fadd_rn(tot[i][1], __fmul_rn(sa, par[i][1]));
-                                tot[i][2] = __fadd_rn(tot[i][2], __fmul_rn(sb, par[i][2]));
-                                tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
-                                par[i][0] = par[i][1] = par[i][2] = par[i][3] = 0.0f;
-                            }
-                        }
-                        cur = grp;
-                        const uint32_t va = h == 0 ? zw.x : zw.z, vb = h == 0 ? zw.y : zw.w;
-                        sa = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
-                        sb = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
-                        za = (va >> 16) | (va & 0xFFFF0000u);
-                        zb = (vb >> 16) | (vb & 0xFFFF0000u);
-                    }
-                    const uint32_t word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
-                    /* (1024 + q) - (1024 + z) = q - z exactly; rows gr (registers 0, 2) and gr + 8 (1, 3) */
-                    const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za);
-                    const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, zb);
-                    const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, za);
-                    const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, zb);
-#pragma unroll
-                    for (int i = 0; i < MT; i++) {
-                        const uint32_t b0 = jj ? xc[i].z : xc[i].x;
-                        const uint32_t b1 = jj ? xc[i].w : xc[i].y;
-                        mma16816(par[i], a0, a1, a2, a3, b0, b1);
-                    }
-                }
+                half_mma<MT>(acc, c, h, w, zw, xc, sh);
             }
         }
     }
-    if (cur >= 0) {
+    if (acc.cur >= 0) acc_flush<MT>(acc);
+    tile_store<MT>(acc.tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane);
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+/* The CTA's shared-memory ring, per stage (one chunk) in uint4: the code words [warp][lane] (128), the sz
+ * slots [warp][gr] (32; word t of a slot is copied by lane 4 gr + t: rows gr, gr + 8 of the groups of
+ * k-tiles 0 and 2), then x [half][row r < R][t] (8 R; R = the CTA's rows of x, at most 8 MT). */
+constexpr int RING_W = 0, RING_SZ = WARPS * 32, RING_X = WARPS * 32 + WARPS * 8;
+__host__ __device__ constexpr int ring_stage_u4(int R) { return RING_X + 8 * R; }
+
+template <int MT>
+size_t ring_smem_bytes(int R) { return (size_t)RING_B * RING_NB * ring_stage_u4(R) * 16; }
+
+/* The same warp tiles and operations as w4a16_tc_kernel, for MT <= 2 (M <= 16). At small M the time is the
+ * weight stream, and what it needs is many bytes in flight in long contiguous runs: the CTA copies every
+ * operand of its chunks (codes, sz words, x) with cp.async into a shared-memory ring of RING_NB groups
+ * of RING_B chunks; (RING_NB - 1) groups are in flight while one is computed, and each warp requests its
+ * codes a group at a time (RING_B x 512 contiguous bytes). x is copied once per CTA (its 4 warps share the
+ * m-block and the split) and read by each warp as its B fragments. One barrier per group: after it, the
+ * group's copies by every thread have landed (each thread waited for its own) and every warp has finished
+ * the previous group, whose slots the copy issued next refills. All warps of a CTA walk the same chunks;
+ * a warp past the last n-tile copies the last n-tile's codes and stores nothing. */
+template <int MT>
+__global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
+                                                                     const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
+                                                                     float *__restrict__ part, unsigned *__restrict__ cnt,
+                                                                     float *__restrict__ y32, uint16_t *__restrict__ y16, int R)
+{
+    constexpr int B = RING_B, NB = RING_NB;
+    extern __shared__ uint4 ring_smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
+    const int nt = blockIdx.y * WARPS + warp;
+    const bool live = nt < sh.nt;
+    const int ntc = live ? nt : sh.nt - 1;
+    const int s = blockIdx.z;
+    const int m0 = blockIdx.x * 8 * MT;
+    const int c0 = (int)((long long)sh.kc * s / splits), c1 = (int)((long long)sh.kc * (s + 1) / splits);
+    const int gr = lane >> 2, t = lane & 3;
+    const int STG = ring_stage_u4(R);
+
+    w4a16_acc<MT> acc;
+    acc_init<MT>(acc);
+
+    const uint4 *wp = qw + ((size_t)ntc * sh.kc + c0) * 32 + lane;
+    /* this thread's sz word: row gr (t even) or gr + 8 (t odd), group of k-tile 0 (t < 2) or 2 */
+    const uint32_t *szp = sz + ntc * ROWS + gr + 8 * (t & 1);
+    /* this thread's x slot (tid < 8 R): half xh, row xr0 of the CTA, lanes' column 8 xt */
+    const int xq = tid, xh = xq / (4 * R), xrow = (xq % (4 * R)) >> 2, xt = xq & 3;
+    const bool xissue = xq < 8 * R;
+    const int xm = m0 + xrow;
+    const bool xrow_ok = xissue && xm < M;
+    const uint16_t *xp = x + (size_t)(xrow_ok ? xm : 0) * sh.K + 32 * xh + 8 * xt;
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(ring_smem);
+
+    auto issue_group = [&](int gi) { /* chunks c0 + B gi .. + B - 1 into ring group gi % NB */
+        const int slot0 = (gi % NB) * B;
 #pragma unroll
-        for (int i = 0; i < MT; i++) {
-            tot[i][0] = __fadd_rn(tot[i][0], __fmul_rn(sa, par[i][0]));
-            tot[i][1] = __fadd_rn(tot[i][1], __fmul_rn(sa, par[i][1]));
-            tot[i][2] = __fadd_rn(tot[i][2], __fmul_rn(sb, par[i][2]));
-            tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
+        for (int k = 0; k < B; k++) {
+            const int c = c0 + gi * B + k;
+            if (c >= c1) break;
+            const uint32_t b = base + (uint32_t)((slot0 + k) * STG) * 16u;
+            cp_async16(b + 16u * (RING_W + tid), wp + (size_t)(c - c0) * 32, 16);
+            const int kt = 4 * c + 2 * (t >> 1);
+            cp_async4(b + 16u * (RING_SZ + warp * 8 + gr) + 4u * t, szp + (size_t)min(kt >> sh.gshift, sh.G - 1) * sh.Np);
+            if (xissue) {
+                const bool ok = xrow_ok && c * CHUNK + 32 * xh + 8 * xt < sh.K; /* else zero-filled */
+                cp_async16(b + 16u * (RING_X + xq), ok ? (const void *)(xp + c * CHUNK) : (const void *)xp, ok ? 16 : 0);
+            }
+        }
+    };
+
+    const int ng = (c1 - c0 + B - 1) / B;
+#pragma unroll
+    for (int gi = 0; gi < NB - 1; gi++) {
+        if (gi < ng) issue_group(gi);
+        cp_async_commit();
+    }
+    for (int gi = 0; gi < ng; gi++) {
+        cp_async_wait<NB - 2>(); /* this thread's copies of group gi have landed */
+        __syncthreads();         /* everyone's have; and group gi - 1 is consumed by every warp */
+        if (gi + NB - 1 < ng) issue_group(gi + NB - 1);
+        cp_async_commit();
+        const int slot0 = (gi % NB) * B;
+#pragma unroll
+        for (int k = 0; k < B; k++) {
+            const int c = c0 + gi * B + k;
+            if (c >= c1) break;
+            const uint4 *st = ring_smem + (size_t)(slot0 + k) * STG;
+            const uint4 w = st[RING_W + tid];
+            const uint4 zw = st[RING_SZ + warp * 8 + gr];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint4 xc[MT];
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    const int r = 8 * i + gr;
+                    xc[i] = r < R ? st[RING_X + (h * R + r) * 4 + t] : make_uint4(0, 0, 0, 0);
+                }
+                half_mma<MT>(acc, c, h, w, zw, xc, sh);
+            }
         }
     }
-    tile_store<MT>(tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane);
+    cp_async_wait<0>();
+    if (!live) return;
+    if (acc.cur >= 0) acc_flush<MT>(acc);
+    tile_store<MT>(acc.tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane);
 }
 
 /* x'[m][k'] = x[m][perm[k']] (act-order). */
@@ -406,10 +561,11 @@ size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 int splits_of(size_t N, size_t K)
 {
-    /* Aim at >= 512 CTAs of 4 warps (a few waves on 100-150 SMs) for skinny products, with at least 4
-     * chunks (256 columns) per split; a function of N and K only. */
+    /* As many splits as one round of CTAs of the M <= 8 kernel holds (floor(528 / CTAs per split), so all
+     * CTAs are resident at once and none waits for a second round), at most 16 and with at least 4
+     * chunks (256 columns) per split; a function of N and K only, never of M or of the device. */
     const size_t ctas_n = ceil_div(ceil_div(N, ROWS), WARPS), kc = ceil_div(K, CHUNK);
-    size_t s = ceil_div(512, ctas_n);
+    size_t s = CTA_SLOTS / ctas_n;
     if (s > QG_W4A16_TC_MAX_SPLITS) s = QG_W4A16_TC_MAX_SPLITS;
     if (s > kc / 4) s = kc / 4;
     return s < 1 ? 1 : (int)s;
@@ -457,12 +613,40 @@ int launch_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int spli
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_kernel launch", e);
 }
 
+/* The ring kernel's dynamic shared memory (above the default 48 KB at M > 8): raised once per process,
+ * before the first launch (not inside a stream capture). */
+int ring_attrs_once()
+{
+    static const cudaError_t e = [] {
+        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_ring_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1>(8));
+        if (r == cudaSuccess)
+            r = cudaFuncSetAttribute(w4a16_tc_ring_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2>(16));
+        return r;
+    }();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel shared memory", e);
+}
+
+template <int MT>
+int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int splits, float *part, unsigned *cnt, float *y32,
+                uint16_t *y16, cudaStream_t st)
+{
+    int rc = ring_attrs_once();
+    if (rc != QG_ERR_ok) return rc;
+    const dev_shape d = dev_shape_of(w->s);
+    const int R = M < 8 * MT ? M : 8 * MT; /* rows of x of the fullest CTA */
+    dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
+    w4a16_tc_ring_kernel<MT><<<grid, WARPS * 32, ring_smem_bytes<MT>(R), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits,
+                                                                             part, cnt, y32, y16, R);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel launch", e);
+}
+
 int launch_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, int splits, float *part, unsigned *cnt,
                 float *y32, uint16_t *y16, cudaStream_t st)
 {
     /* m-tiles per warp from the whole call's M (register use only; no row's operations depend on it) */
-    if (mt_for <= 8) return launch_tc<1, 5, 4>(w, x, rows, splits, part, cnt, y32, y16, st);
-    if (mt_for <= 16) return launch_tc<2, 4, 4>(w, x, rows, splits, part, cnt, y32, y16, st);
+    if (mt_for <= 8) return launch_ring<1>(w, x, rows, splits, part, cnt, y32, y16, st);
+    if (mt_for <= 16) return launch_ring<2>(w, x, rows, splits, part, cnt, y32, y16, st);
     if (mt_for <= 32) return launch_tc<4, 3, 3>(w, x, rows, splits, part, cnt, y32, y16, st);
     return launch_tc<8, 2, 2>(w, x, rows, splits, part, cnt, y32, y16, st);
 }
