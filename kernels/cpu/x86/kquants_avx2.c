@@ -718,7 +718,8 @@ QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, 
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, m0), _mm256_hadd_epi32(s1, m1));
         const __m128 sm = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))); /* S_i, M_i, S_i+1, M_i+1 */
         const __m128 d = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)kq_ld32(w0 + QG_Q4K_D) | (uint64_t)kq_ld32(w0 + bsz + QG_Q4K_D) << 32)));
-        const __m128 dy = _mm_shuffle_ps(_mm_load_ss((const float *)(y0 + QG_Q8K_D)), _mm_load_ss((const float *)(y0 + QG_Q8K_BYTES + QG_Q8K_D)), 0);
+        const __m128 dy = _mm_shuffle_ps(_mm_castsi128_ps(_mm_loadu_si32(y0 + QG_Q8K_D)), _mm_castsi128_ps(_mm_loadu_si32(y0 + QG_Q8K_BYTES + QG_Q8K_D)),
+                                         0); /* Q8_K's d may be unaligned */
         const __m128 f = _mm_mul_ps(d, dy); /* D dy, Dm dy of block i, then of block i + 1 */
         a = _mm_fmadd_ps(f, sm, a);
         a = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(sm, sm), a);
