@@ -26,8 +26,11 @@
  * operands or K % 16 != 0 take a byte-wise load of the same tiles. Both finish with the epilogue in
  * registers. On sm_90a builds, grids with enough 128 x 256 (or 128 x 128) tiles to fill the GPU take
  * warpgroup MMA instead (wgmma.m64nNk32.s8 from 128-byte-swizzled shared memory, two warpgroups per
- * CTA, a 4-stage cp.async ring of 128-byte K steps, see k_w8a8_wgmma). Integer sums are exact for K <= 131071 (checked first), so every
- * path gives the same bits: the choice of kernel is a matter of speed alone.
+ * CTA, a 4-stage cp.async ring of 128-byte K steps, see k_w8a8_wgmma). Where 128 x 256 tiles fill at
+ * least 7/8 of the SMs, a warp-specialized persistent kernel takes over (k_w8a8_tma: one producer
+ * thread feeds a 4-stage ring by bulk tensor copies completing on mbarriers, two consumer warpgroups
+ * run wgmma.m64n256k32.s8 and the same epilogue). Integer sums are exact for K <= 131071 (checked
+ * first), so every path gives the same bits: the choice of kernel is a matter of speed alone.
  *
  * W8A16. y[m][n] = sb[n] * sum_k B[n][k] X[m][k]. Each product of an int8 and an fp16 value is exact in
  * float32. Lane l of the warp owning row n takes the 16-element chunks c = l, l + 32, ... in order and
@@ -37,6 +40,7 @@
  * elements in the same order), so results are deterministic and batch-invariant. Chain length: at most
  * K - 1 inexact additions and the product by sb, within the registry's d = K.
  */
+#include <cuda.h> /* CUtensorMap and its enums only: the encoder comes through the runtime */
 #include <cuda_fp16.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -857,6 +861,281 @@ template <int BN> int launch_wgmma(const int8_t *A, const int8_t *B, size_t K, c
     return launch_err("k_w8a8_wgmma launch");
 }
 
+/* ------------------------------------------------------------------------------------------------ */
+/* W8A8, large M on sm_90a: bulk tensor copies (TMA), warp specialization, persistent CTAs           */
+/*                                                                                                  */
+/* CTA tile 128 x 256, K in steps of 128 bytes through a TM_STAGES-deep ring of shared stages (A 128  */
+/* rows then B 256 rows of 128 bytes, the same 128-byte swizzle as k_w8a8_wgmma, written by the copy  */
+/* engine from two tensor maps). Three warpgroups: warpgroup 0 is the producer (one thread issues the */
+/* two copies of a stage once its `empty` barrier says every consumer warp has retired the wgmma that */
+/* read it; the copy completes on the stage's `full` barrier with its byte count), warpgroups 1 and 2 */
+/* are the consumers (rows 0-63 and 64-127 of the tile: wgmma.m64n256k32.s8 into 128 int32 registers */
+/* per thread, then the pinned epilogue of epi_tile_pair from registers). setmaxnreg moves registers */
+/* from the producer (40) to the consumers (232). The grid holds at most one CTA per SM; CTA c takes  */
+/* tiles c, c + grid, ... of a fixed grouped order (tile_of), so the producer fetches the next tile's */
+/* stages while the consumers run the epilogue of the current one. Out-of-range rows of A and B and  */
+/* bytes past K are zero-filled by the copy engine (the box always counts in full toward the bytes), */
+/* so partial tiles add zeros to exact integer sums; the epilogue stores only elements inside M x N.  */
+/* The integer sums are exact, so the result is that of every other path, bit for bit.              */
+
+constexpr int TM_BM = 128, TM_BN = 256, TM_BK = 128, TM_STAGES = 4, TM_THREADS = 384;
+constexpr int TM_STAGE_BYTES = (TM_BM + TM_BN) * TM_BK;
+constexpr int TM_EPI_FLOATS = 2 * TM_BN + 64; /* per consumer warpgroup: sb and bias of the columns, sa of its rows */
+constexpr int TM_SMEM = 1024 + TM_STAGES * TM_STAGE_BYTES + 2 * TM_EPI_FLOATS * 4 + 2 * TM_STAGES * 8;
+
+#if QG_INT8_WGMMA_BUILT
+constexpr int TM_A_BYTES = TM_BM * TM_BK;
+constexpr int TM_CONSUMER_WARPS = 8; /* arrivals that free a stage */
+
+/* Tile t of the grouped order: groups of WG_GROUP row blocks; inside a group, column block by column
+ * block, each running down the group's rows (the CTAs in flight together share A and B slices in L2). */
+__device__ __forceinline__ void tm_tile_of(unsigned t, unsigned mt, unsigned nt, unsigned *mb, unsigned *nb)
+{
+    const unsigned per_group = 16u * nt, first = t / per_group * 16u, rows = min(mt - first, 16u), r = t % per_group;
+    *mb = first + r % rows;
+    *nb = r / rows;
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+/* An arrival on `bar` when `on` (predicated, so the warp does not diverge between wgmma instructions). */
+__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool on)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar), "r"((int)on) : "memory");
+}
+/* Returns once the phase of parity `parity` has completed (a fresh barrier counts parity 1 as done). */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (done == 0);
+}
+/* Box (c0 = byte along K, c1 = row) of a tensor map into shared memory, completing on `bar`. */
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+/* Two floats from shared memory (8-byte aligned); volatile keeps it after the barrier before it. */
+__device__ __forceinline__ float2 lds_f2(uint32_t addr)
+{
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+__device__ __forceinline__ void named_sync(int id, int threads) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory"); }
+#endif
+
+/* LEAN: whole tiles take the straight-line epilogue (the same chain per element), partial tiles and
+ * !LEAN every tile epi_tile_pair. */
+template <bool LEAN>
+__global__ void __launch_bounds__(TM_THREADS, 1)
+    k_w8a8_tma(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, size_t K, epi_args e)
+{
+#if QG_INT8_WGMMA_BUILT
+    extern __shared__ __align__(16) int8_t smem_raw[];
+    int8_t *ring = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023u)) & 1023u);
+    float *epi = (float *)(ring + TM_STAGES * TM_STAGE_BYTES);
+    uint64_t *bars = (uint64_t *)(epi + 2 * TM_EPI_FLOATS);
+    const uint32_t full0 = smem_u32(bars), empty0 = smem_u32(bars + TM_STAGES), ring0 = smem_u32(ring);
+    const unsigned mt = (unsigned)((e.M + TM_BM - 1) / TM_BM), nt = (unsigned)((e.N + TM_BN - 1) / TM_BN), tiles = mt * nt;
+    const int ktiles = (int)((K + TM_BK - 1) / TM_BK);
+    const int wg = (int)threadIdx.x >> 7;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < TM_STAGES; s++) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, TM_CONSUMER_WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmA) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tmB) : "memory");
+            int s = 0;
+            uint32_t ph = 0;
+            for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+                unsigned mb, nb;
+                tm_tile_of(t, mt, nt, &mb, &nb);
+                for (int kt = 0; kt < ktiles; kt++) {
+                    mbar_wait(empty0 + 8 * s, ph ^ 1u); /* every consumer warp has retired the stage's last use */
+                    const uint32_t st = ring0 + (uint32_t)(s * TM_STAGE_BYTES), fb = full0 + 8 * s;
+                    mbar_expect_tx(fb, TM_STAGE_BYTES);
+                    tma_load_2d(st, &tmA, kt * TM_BK, (int)(mb * TM_BM), fb);
+                    tma_load_2d(st + TM_A_BYTES, &tmB, kt * TM_BK, (int)(nb * TM_BN), fb);
+                    if (++s == TM_STAGES) s = 0, ph ^= 1u;
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+        const int cw = wg - 1, ct = (int)threadIdx.x & 127, lane = ct & 31, w = ct >> 5, g = lane >> 2, tq = lane & 3;
+        float *sh = epi + cw * TM_EPI_FLOATS;
+        const epi_tile tp = {sh, sh + TM_BN, sh + 2 * TM_BN};
+        const bool scaled = e.y32 != nullptr || e.y16 != nullptr;
+        const uint32_t aoff = (uint32_t)(cw * 64 * TM_BK);
+        int s = 0;
+        uint32_t ph = 0;
+        int acc[TM_BN / 2];
+        for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
+            unsigned mb, nb;
+            tm_tile_of(t, mt, nt, &mb, &nb);
+            const size_t m0 = (size_t)mb * TM_BM + (size_t)cw * 64, n0 = (size_t)nb * TM_BN;
+            /* the previous tile's epilogue has read the staged values; this tile's are loaded into
+             * registers now (their latency hides behind the main loop) and staged after it */
+            named_sync(1 + cw, 128);
+            float pre[5] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f}; /* sb, bias of columns ct and ct + 128; sa of row ct */
+            if (scaled) {
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const size_t i = (size_t)(ct + 128 * r), n = n0 + i < e.N ? n0 + i : e.N - 1;
+                    pre[2 * r] = e.sb[e.sb_all ? n : 0];
+                    pre[2 * r + 1] = e.bias == nullptr ? 0.0f
+                                     : e.bias_f16      ? f16_to_f32(((const uint16_t *)e.bias)[n])
+                                                       : ((const float *)e.bias)[n];
+                }
+                const size_t m = m0 + ct < e.M ? m0 + ct : e.M - 1;
+                if (ct < 64) pre[4] = e.sa[e.sa_all ? m : 0];
+            }
+#pragma unroll
+            for (int i = 0; i < TM_BN / 2; i++) acc[i] = 0;
+            int prev = 0;
+            for (int kt = 0; kt < ktiles; kt++) {
+                mbar_wait(full0 + 8 * s, ph); /* the stage's bytes have landed */
+                const uint32_t st = ring0 + (uint32_t)(s * TM_STAGE_BYTES);
+                wg_fence();
+#pragma unroll
+                for (int ks = 0; ks < TM_BK / 32; ks++) wgmma_n256(acc, wg_desc(st + aoff + 32 * ks), wg_desc(st + TM_A_BYTES + 32 * ks));
+                wg_commit();
+                wg_wait<1>(); /* the previous stage's wgmma have completed: free it */
+                mbar_arrive_if(empty0 + 8 * prev, kt > 0 && lane == 0);
+                prev = s;
+                if (++s == TM_STAGES) s = 0, ph ^= 1u;
+            }
+            wg_wait<0>();
+            mbar_arrive_if(empty0 + 8 * prev, lane == 0);
+            if (scaled) {
+                sh[ct] = pre[0], sh[TM_BN + ct] = pre[1], sh[ct + 128] = pre[2], sh[TM_BN + ct + 128] = pre[3];
+                if (ct < 64) sh[2 * TM_BN + ct] = pre[4];
+            }
+            named_sync(1 + cw, 128); /* the staged epilogue values are visible */
+            /* accumulator layout (m64n256): warp w owns rows 16w..16w+15; acc[4j + r] is row g + 8 (r >> 1),
+             * column 8j + 2t + (r & 1), g = lane / 4, t = lane % 4 */
+            if (LEAN && e.pairs && m0 + 64 <= e.M && n0 + TM_BN <= e.N) {
+                /* a whole tile with 2-element stores: no bounds tests, one row offset per row, the two
+                 * columns' sb and bias by one 8-byte shared load each; epi_chain as in epi_tile_pair */
+                const int i0 = w * 16 + g;
+                const float sa0 = tp.sa[i0], sa1 = tp.sa[i0 + 8];
+                const size_t o0 = (m0 + (size_t)i0) * e.N + n0 + 2 * tq, o1 = o0 + 8 * e.N;
+#pragma unroll
+                for (int j = 0; j < TM_BN / 8; j++) {
+                    const float2 sbv = lds_f2(smem_u32(sh + j * 8 + 2 * tq)), bv = lds_f2(smem_u32(sh + TM_BN + j * 8 + 2 * tq));
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int32_t a0 = acc[4 * j + 2 * h], a1 = acc[4 * j + 2 * h + 1];
+                        const size_t o = (h ? o1 : o0) + 8 * j;
+                        if (e.acc != nullptr) *(int2 *)(e.acc + o) = make_int2(a0, a1);
+                        if (scaled) {
+                            const float sav = h ? sa1 : sa0;
+                            const float t0 = epi_chain(e, a0, sbv.x, sav, bv.x), t1 = epi_chain(e, a1, sbv.y, sav, bv.y);
+                            if (e.y32 != nullptr) *(float2 *)(e.y32 + o) = make_float2(t0, t1);
+                            if (e.y16 != nullptr) *(uint32_t *)(e.y16 + o) = (uint32_t)f32_to_f16(t0) | ((uint32_t)f32_to_f16(t1) << 16);
+                        }
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < TM_BN / 8; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        epi_tile_pair(e, tp, m0, n0, w * 16 + g + h * 8, j * 8 + 2 * tq, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            }
+        }
+    }
+#endif
+}
+
+/* cuTensorMapEncodeTiled from the driver through the runtime (no link against libcuda); NULL when the
+ * driver has none. */
+typedef CUresult (*tm_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+                                 const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+tm_encode_fn tm_encoder()
+{
+    static std::atomic<int> state(-1);
+    static std::atomic<tm_encode_fn> fn(nullptr);
+    if (state.load() < 0) {
+        void *p = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            cudaGetLastError();
+            p = nullptr;
+        }
+        fn.store((tm_encode_fn)p);
+        state.store(1);
+    }
+    return fn.load();
+}
+
+/* Row-major rows x K int8 (K % 16 == 0, 16-byte aligned base) as a 2-D tensor map of boxes of 128 bytes
+ * x box_rows rows, 128-byte swizzle, zero fill outside. */
+bool tm_map(tm_encode_fn enc, CUtensorMap *map, const int8_t *base, size_t rows, size_t K, unsigned box_rows)
+{
+    const cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)K};
+    const cuuint32_t box[2] = {(cuuint32_t)TM_BK, (cuuint32_t)box_rows}, es[2] = {1, 1};
+    return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)base, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* Number of multiprocessors of the current device (0 when it cannot be read). */
+int sm_count()
+{
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+/* Tiles of the TMA kernel for M x N (it takes at most 2^31 - 1). */
+size_t tma_tiles(size_t M, size_t N) { return ((M + TM_BM - 1) / TM_BM) * ((N + TM_BN - 1) / TM_BN); }
+
+/* Caller: wgmma_available, K % 16 == 0, A and B 16-byte aligned. QG_ERR_unsupported when the driver
+ * cannot encode the tensor maps (the caller then takes another kernel). */
+template <bool LEAN> int launch_tma(const int8_t *A, const int8_t *B, size_t K, const epi_args &e, cudaStream_t st)
+{
+    const size_t tiles = tma_tiles(e.M, e.N);
+    const int sms = sm_count();
+    const tm_encode_fn enc = tm_encoder();
+    if (enc == nullptr || sms <= 0 || tiles > 2147483647u) return QG_ERR_unsupported;
+    CUtensorMap ma, mb;
+    if (!tm_map(enc, &ma, A, e.M, K, TM_BM) || !tm_map(enc, &mb, B, e.N, K, TM_BN)) return QG_ERR_unsupported;
+    static std::atomic<bool> smem_set(false);
+    if (!smem_set.load()) {
+        const cudaError_t ce = cudaFuncSetAttribute(k_w8a8_tma<LEAN>, cudaFuncAttributeMaxDynamicSharedMemorySize, TM_SMEM);
+        if (ce != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_w8a8_tma)", ce);
+        smem_set.store(true);
+    }
+    const unsigned grid = (unsigned)(tiles < (size_t)sms ? tiles : (size_t)sms);
+    k_w8a8_tma<LEAN><<<grid, TM_THREADS, TM_SMEM, st>>>(ma, mb, K, e);
+    return launch_err("k_w8a8_tma launch");
+}
+
 template <int MT, bool VEC, int R, int W> void small_go(const int8_t *A, const int8_t *B, size_t K, const epi_args &e, cudaStream_t st)
 {
     const size_t warps = (e.N + R - 1) / R, grid = (warps + W - 1) / W;
@@ -981,9 +1260,11 @@ int launch_w8a16_t(const int8_t *B, const void *sb, int sb_f16, size_t N, size_t
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* QG_INT8_CUDA_GEMM (read once) pins the W8A8 kernel for tests: "mma" (dp4a / mma.sync as without
- * wgmma), "wgmma128" or "wgmma256" (every M, where the operands allow 16-byte loads; unsupported where
- * not built). Unset or anything else: the automatic choice. */
-enum { GEMM_AUTO = 0, GEMM_MMA = 1, GEMM_WGMMA128 = 2, GEMM_WGMMA256 = 3 };
+ * wgmma), "wgmma128", "wgmma256", "tma" or "tma_plain" (that kernel at every M, where the operands
+ * allow 16-byte loads; unsupported where not built; tma_plain: the TMA kernel with the general
+ * epilogue on every tile), "wgmma" (the automatic choice without the TMA kernel: the cp.async kernels
+ * alone, for same-run comparisons). Unset or anything else: the automatic choice. */
+enum { GEMM_AUTO = 0, GEMM_MMA = 1, GEMM_WGMMA128 = 2, GEMM_WGMMA256 = 3, GEMM_TMA = 4, GEMM_TMA_PLAIN = 5, GEMM_NO_TMA = 6 };
 int gemm_forced()
 {
     static std::atomic<int> v(-1);
@@ -994,6 +1275,9 @@ int gemm_forced()
             : strcmp(s, "mma") == 0         ? GEMM_MMA
             : strcmp(s, "wgmma128") == 0    ? GEMM_WGMMA128
             : strcmp(s, "wgmma256") == 0    ? GEMM_WGMMA256
+            : strcmp(s, "tma") == 0         ? GEMM_TMA
+            : strcmp(s, "tma_plain") == 0   ? GEMM_TMA_PLAIN
+            : strcmp(s, "wgmma") == 0       ? GEMM_NO_TMA
                                             : GEMM_AUTO;
         v.store(f);
     }
@@ -1096,6 +1380,10 @@ extern "C" int qg_int8_w8a8_cuda_async(const qg_int8_w8a8_args *p, int32_t *dacc
         if (!wgmma_available(st)) return QG_ERR_unsupported;
         if (vec) return forced == GEMM_WGMMA256 ? launch_wgmma<256>(p->A, p->B, K, e, st) : launch_wgmma<128>(p->A, p->B, K, e, st);
     }
+    if (forced == GEMM_TMA || forced == GEMM_TMA_PLAIN) {
+        if (!wgmma_available(st)) return QG_ERR_unsupported;
+        if (vec) return forced == GEMM_TMA ? launch_tma<true>(p->A, p->B, K, e, st) : launch_tma<false>(p->A, p->B, K, e, st);
+    }
     if (M <= 16 && forced != GEMM_MMA) {
         if (M == 1) return launch_small<1>(p->A, p->B, K, vec, e, st);
         if (M <= 2) return launch_small<2>(p->A, p->B, K, vec, e, st);
@@ -1103,9 +1391,15 @@ extern "C" int qg_int8_w8a8_cuda_async(const qg_int8_w8a8_args *p, int32_t *dacc
         if (M <= 8) return launch_small<8>(p->A, p->B, K, vec, e, st);
         return launch_small<16>(p->A, p->B, K, vec, e, st);
     }
+    /* TMA + warp-specialized warpgroup MMA where built and its 128 x 256 tiles fill at least 7/8 of the
+     * SMs (a driver without the tensor-map encoder: the cp.async kernels below) */
+    if (vec && forced == GEMM_AUTO && wgmma_available(st) && tma_tiles(M, N) * 8 >= (size_t)sm_count() * 7) {
+        const int rc = launch_tma<true>(p->A, p->B, K, e, st);
+        if (rc != QG_ERR_unsupported) return rc;
+    }
     /* warpgroup MMA where built and its tiles fill the GPU about once (132 SMs on an H100) */
     const size_t mt = (M + WG_BM - 1) / WG_BM;
-    if (vec && forced == GEMM_AUTO && wgmma_available(st)) {
+    if (vec && (forced == GEMM_AUTO || forced == GEMM_NO_TMA) && wgmma_available(st)) {
         if (mt * ((N + 255) / 256) >= 132) return launch_wgmma<256>(p->A, p->B, K, e, st);
         if (mt * ((N + 127) / 128) >= 132) return launch_wgmma<128>(p->A, p->B, K, e, st);
     }

@@ -6,8 +6,9 @@
  *     blocks, fp16 scales that underflow: codes and scales compared bit for bit. NaN / inf input and
  *     fp16 scale overflow: the reference's error, outputs untouched.
  *   dequant: float32 and fp16 outputs, bit for bit.
- *   w8a8: M in {1, 2, 13, 16, 17, 64, 129, 4096} with odd and aligned N, K (dp4a and tensor-core paths,
- *     16-byte and byte-wise loads, both CTA tilings), K = 131071 at M = N = 1 with the extreme
+ *   w8a8: M in {1, 2, 13, 16, 17, 64, 129, 300, 1000, 4096} with odd and aligned N, K (dp4a and
+ *     tensor-core paths, 16-byte and byte-wise loads, both CTA tilings, the TMA kernel with several
+ *     tiles per CTA), K = 131071 at M = N = 1 with the extreme
  *     accumulator (-128 * -128 everywhere), per-tensor and per-row scales, bias none / float32 / fp16,
  *     ReLU on and off: int32 sums, float32 and fp16 outputs compared with memcmp (a case with a NaN and an
  *     inf in the bias uses the NaN-any rule of the spec); K = 131072 is int_k_too_large.
@@ -290,7 +291,11 @@ static void test_w8a8(void)
     static const size_t shapes[][3] = {{1, 37, 13},    {1, 257, 4096}, {2, 33, 77},     {2, 64, 64},    {13, 100, 255},
                                        {13, 65, 512},  {16, 129, 301}, {16, 256, 1024}, {17, 65, 37},   {17, 64, 96},
                                        {64, 129, 257}, {64, 256, 640}, {129, 257, 300}, {129, 130, 128}, {4096, 37, 13},
-                                       {4096, 640, 64}, {200, 1000, 16}, {1024, 2100, 40}};
+                                       {4096, 640, 64}, {200, 1000, 16}, {1024, 2100, 40},
+                                       /* more 128 x 256 tiles than SMs (the TMA kernel's CTAs take
+                                        * several tiles; the stage ring wraps across tiles), partial
+                                        * tiles in M, N and K, K over many ring turns */
+                                       {1000, 4100, 272}, {4096, 2560, 48}, {300, 600, 4144}};
     for (size_t i = 0; i < COUNT(shapes); i++) {
         const int per_row = (int)(i % 2), bias_kind = (int)(i % 3), relu = (int)((i / 2) % 2);
         test_w8a8_case(shapes[i][0], shapes[i][1], shapes[i][2], 0, per_row, bias_kind, relu, 0);
