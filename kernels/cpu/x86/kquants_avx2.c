@@ -728,12 +728,16 @@ QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, 
     return kq_dsum_result(a);
 }
 
-/* The Q8_K GEMV's row (kquants_rows.h): the same steps, Q6_K with the bsums, the next Q8_K blocks prefetched. */
+/* The Q8_K GEMV's row (kquants_rows.h): the same steps, Q6_K with the bsums; on rows of 32 blocks and
+ * more (a Q8_K row of 9 KB or more, which the streaming weights push out of L1) the next Q8_K blocks
+ * are prefetched, shorter rows skip the hint (their Q8_K row stays in L1, and the prefetch instructions
+ * alone cost 4-5% there). */
 #define KQ_HAVE_Q8G_ROW 1
 QG_INLINE float kq_q8g_row(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb)
 {
-    if (t == QG_Q6_K) return kq_dot_row_q6_quads(wrow, q8row, nb, 1, 1);
-    return kq_dot_row_q45_pairs(wrow, q8row, nb, t == QG_Q5_K, 1);
+    if (t == QG_Q6_K) return nb >= 32 ? kq_dot_row_q6_quads(wrow, q8row, nb, 1, 1) : kq_dot_row_q6_quads(wrow, q8row, nb, 1, 0);
+    if (nb >= 32) return kq_dot_row_q45_pairs(wrow, q8row, nb, t == QG_Q5_K, 1);
+    return kq_dot_row_q45_pairs(wrow, q8row, nb, t == QG_Q5_K, 0);
 }
 
 #include "../kquants_rows.h"
