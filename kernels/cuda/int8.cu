@@ -1034,25 +1034,46 @@ __global__ void __launch_bounds__(TM_THREADS, 1)
             named_sync(1 + cw, 128); /* the staged epilogue values are visible */
             /* accumulator layout (m64n256): warp w owns rows 16w..16w+15; acc[4j + r] is row g + 8 (r >> 1),
              * column 8j + 2t + (r & 1), g = lane / 4, t = lane % 4 */
-            if (LEAN && e.pairs && m0 + 64 <= e.M && n0 + TM_BN <= e.N) {
-                /* a whole tile with 2-element stores: no bounds tests, one row offset per row, the two
-                 * columns' sb and bias by one 8-byte shared load each; epi_chain as in epi_tile_pair */
-                const int i0 = w * 16 + g;
+            if (LEAN && e.pairs && e.N % 4 == 0 && ((uintptr_t)e.y16 & 7u) == 0 && m0 + 64 <= e.M && n0 + TM_BN <= e.N) {
+                /* a whole tile: no bounds tests, one row offset per row, the two columns' sb and bias by
+                 * one 8-byte shared load each, epi_chain as in epi_tile_pair. Column groups ja = 2 jp and
+                 * jb = ja + 1 together: a lane holds fp16 pairs at columns 8 ja + 2t and 8 jb + 2t; one
+                 * exchange with lane t ^ 1 gives each lane 4 consecutive fp16 values (8 bytes: even t at
+                 * column 8 ja + 2t, odd t at 8 ja + 2t + 6), so a quad writes whole 32-byte sectors (two
+                 * 16-byte halves of a sector from two instructions were measured at a third of the
+                 * int32 output's bandwidth) */
+                const int i0 = w * 16 + g, odd = tq & 1;
                 const float sa0 = tp.sa[i0], sa1 = tp.sa[i0 + 8];
                 const size_t o0 = (m0 + (size_t)i0) * e.N + n0 + 2 * tq, o1 = o0 + 8 * e.N;
 #pragma unroll
-                for (int j = 0; j < TM_BN / 8; j++) {
-                    const float2 sbv = lds_f2(smem_u32(sh + j * 8 + 2 * tq)), bv = lds_f2(smem_u32(sh + TM_BN + j * 8 + 2 * tq));
+                for (int jp = 0; jp < TM_BN / 16; jp++) {
+                    const int ja = 2 * jp, jb = ja + 1;
+                    const float2 sba = lds_f2(smem_u32(sh + ja * 8 + 2 * tq)), ba = lds_f2(smem_u32(sh + TM_BN + ja * 8 + 2 * tq));
+                    const float2 sbb = lds_f2(smem_u32(sh + jb * 8 + 2 * tq)), bb = lds_f2(smem_u32(sh + TM_BN + jb * 8 + 2 * tq));
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        const int32_t a0 = acc[4 * j + 2 * h], a1 = acc[4 * j + 2 * h + 1];
-                        const size_t o = (h ? o1 : o0) + 8 * j;
-                        if (e.acc != nullptr) *(int2 *)(e.acc + o) = make_int2(a0, a1);
+                        const int32_t a0 = acc[4 * ja + 2 * h], a1 = acc[4 * ja + 2 * h + 1];
+                        const int32_t b0 = acc[4 * jb + 2 * h], b1 = acc[4 * jb + 2 * h + 1];
+                        const size_t o = (h ? o1 : o0) + 8 * ja;
+                        if (e.acc != nullptr) {
+                            *(int2 *)(e.acc + o) = make_int2(a0, a1);
+                            *(int2 *)(e.acc + o + 8) = make_int2(b0, b1);
+                        }
                         if (scaled) {
                             const float sav = h ? sa1 : sa0;
-                            const float t0 = epi_chain(e, a0, sbv.x, sav, bv.x), t1 = epi_chain(e, a1, sbv.y, sav, bv.y);
-                            if (e.y32 != nullptr) *(float2 *)(e.y32 + o) = make_float2(t0, t1);
-                            if (e.y16 != nullptr) *(uint32_t *)(e.y16 + o) = (uint32_t)f32_to_f16(t0) | ((uint32_t)f32_to_f16(t1) << 16);
+                            const float ta0 = epi_chain(e, a0, sba.x, sav, ba.x), ta1 = epi_chain(e, a1, sba.y, sav, ba.y);
+                            const float tb0 = epi_chain(e, b0, sbb.x, sav, bb.x), tb1 = epi_chain(e, b1, sbb.y, sav, bb.y);
+                            if (e.y32 != nullptr) {
+                                *(float2 *)(e.y32 + o) = make_float2(ta0, ta1);
+                                *(float2 *)(e.y32 + o + 8) = make_float2(tb0, tb1);
+                            }
+                            if (e.y16 != nullptr) {
+                                const uint32_t wa = (uint32_t)f32_to_f16(ta0) | ((uint32_t)f32_to_f16(ta1) << 16);
+                                const uint32_t wb = (uint32_t)f32_to_f16(tb0) | ((uint32_t)f32_to_f16(tb1) << 16);
+                                /* even t keeps wa and takes its partner's wa; odd t keeps wb and takes its partner's wb */
+                                const uint32_t x = __shfl_xor_sync(0xFFFFFFFFu, odd ? wa : wb, 1);
+                                *(uint2 *)(e.y16 + o + (odd ? 6 : 0)) = odd ? make_uint2(x, wb) : make_uint2(wa, x);
+                            }
                         }
                     }
                 }
