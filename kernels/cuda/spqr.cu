@@ -19,11 +19,14 @@
  * row's output adds that sum last. Whether a row is long depends on its own outlier count only (PTCSR:
  * its leading nonzero words), so the batch size and the layout (CSR or PTCSR) never change a row's order.
  *
- * Activations. x'[i] = x[perm[i]] is gathered on load into shared memory as float32 (exact), one chunk
- * of columns at a time for all batch columns; the chunk size only changes when the barriers happen, not
- * the order of any sum. When x fits (RAW_MAX) it is first copied to shared memory as it is (coalesced)
- * and the gather reads that copy; else the gather reads global memory. Outlier columns (unsigned 16-bit)
- * read x' from the staged chunk when it holds all n columns, else x[perm[c]] from the copy or memory.
+ * Activations. x'[i] = x[perm[i]] is staged in shared memory as float32 (exact), one chunk of columns at
+ * a time for all batch columns; the chunk size only changes when the barriers happen, not the order of
+ * any sum. When x fits (RAW_MAX) it is first copied to shared memory as it is (coalesced) and the gather
+ * reads that copy. Else (large batches, long rows) a first kernel, k_xprime, gathers x' once into a
+ * device work area, and every block copies its chunks from there with coalesced 16-byte loads instead of
+ * gathering the whole of x through the permutation (at batch 16 on 8192 columns that gather was 131072
+ * scattered 2-byte loads a block). Outlier columns (unsigned 16-bit) read x' from the staged chunk when
+ * it holds all n columns, else from the work area, or x[perm[c]] from the copy.
  *
  * Dequantization is the spec's fp16 sequence with correctly rounded half2 operations, never fused where
  * a product could round (the file is built with --fmad=false and uses the _rn forms): (s, z) =
@@ -98,7 +101,20 @@ struct kargs {
     int rb, wc, ct;      /* tile rows per block, warps per tile row, tiles per staged chunk */
     int kind;            /* qg_spqr_outlier_kind */
     int raw;             /* x (batch x n fp16) is copied to shared memory first, x' gathered from there */
+    const uint16_t *xp;  /* else x' gathered once by k_xprime: batch rows of xps fp16 values */
+    int xps;
 };
+
+/* x'_b[c] = x_b[perm[c]] for c < n, +0 up to xps (a multiple of 16): the work area the GEMV's blocks copy
+ * their chunks from when x does not fit in shared memory. Exact (fp16 copies). */
+__global__ void k_xprime(const uint16_t *x, const uint16_t *perm, int n, int batch, int xps, uint16_t *xp)
+{
+    const int total = xps * batch;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int b = i / xps, c = i % xps;
+        xp[i] = c < n ? __ldg(x + (size_t)b * (size_t)n + (perm ? __ldg(perm + c) : c)) : (uint16_t)0;
+    }
+}
 
 /* A 3-bit code q at bit offset O <= 7 of a 16-bit half with a zero exponent field is the subnormal
  * q 2^(O-24) exactly; times 2^(15-O) (an fp16, exact) it is q 2^-9. Codes i (bits 6+3i) and i+8 (24 bits
@@ -250,7 +266,7 @@ __device__ __forceinline__ void long_rows(const kargs &a, const unsigned *lmask,
                     w[v] = l < cnt ? __ldg(a.cv + first + l * RP) : 0u;
                 }
 #pragma unroll
-                for (int v = 0; v < UL; v++) pc[v] = (a.perm && !whole) ? (uint32_t)__ldg(a.perm + (w[v] & 0xFFFFu)) : (w[v] & 0xFFFFu);
+                for (int v = 0; v < UL; v++) pc[v] = (a.perm && !whole && !a.xp) ? (uint32_t)__ldg(a.perm + (w[v] & 0xFFFFu)) : (w[v] & 0xFFFFu);
 #pragma unroll
                 for (int v = 0; v < UL; v++) {
                     if (j + v * stride >= cnt || (ptcsr && w[v] == 0)) continue;
@@ -260,6 +276,8 @@ __device__ __forceinline__ void long_rows(const kargs &a, const unsigned *lmask,
                         float xv;
                         if (whole) {
                             xv = xs[b * xstride + (int)pc[v]];
+                        } else if (a.xp) {
+                            xv = __half2float(__ushort_as_half(__ldg(a.xp + (size_t)b * (size_t)a.xps + pc[v])));
                         } else {
                             const uint16_t h = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc[v]] : __ldg(a.x + (size_t)b * (size_t)a.n + pc[v]);
                             xv = __half2float(__ushort_as_half(h));
@@ -365,8 +383,27 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
          * at once, then the 8 x values of each batch column (independent loads, many in flight). */
         const int len = (c1 - c0) * 16, col0 = c0 * 16;
         const bool pvec = a.perm != nullptr && (reinterpret_cast<uintptr_t>(a.perm) & 15) == 0;
+        if (a.xp) {
+            /* copied from the gathered x' (8 values a 16-byte load, coalesced; xps and col0 are multiples
+             * of 16, and the work area is 16-byte aligned) */
+            const int units = len / 8;
+            for (int v = tid; v < units * B; v += THREADS) {
+                const int b = v / units, e = v % units;
+                const uint4 h = __ldg(reinterpret_cast<const uint4 *>(a.xp + (size_t)b * (size_t)a.xps + (size_t)col0) + e);
+                const uint32_t hv[4] = {h.x, h.y, h.z, h.w};
+                float f[8];
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    f[2 * q] = __half2float(__ushort_as_half((uint16_t)(hv[q] & 0xFFFFu)));
+                    f[2 * q + 1] = __half2float(__ushort_as_half((uint16_t)(hv[q] >> 16)));
+                }
+                float4 *dst = reinterpret_cast<float4 *>(xs + b * xstride + 8 * e);
+                dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+                dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+            }
+        }
 #pragma unroll 2
-        for (int i0 = tid * 8; i0 < len; i0 += THREADS * 8) {
+        for (int i0 = tid * 8; !a.xp && i0 < len; i0 += THREADS * 8) {
             uint32_t pc[8];
             if (pvec && col0 + i0 + 8 <= a.n) {
                 const uint4 v = __ldg(reinterpret_cast<const uint4 *>(a.perm + col0 + i0));
@@ -466,7 +503,7 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
             for (int r = 0; r < 2; r++)
 #pragma unroll
                 for (int u = 0; u < U; u++)
-                    pc[r][u] = (a.perm && !whole) ? (uint32_t)__ldg(a.perm + (w[r][u] & 0xFFFFu)) : (w[r][u] & 0xFFFFu);
+                    pc[r][u] = (a.perm && !whole && !a.xp) ? (uint32_t)__ldg(a.perm + (w[r][u] & 0xFFFFu)) : (w[r][u] & 0xFFFFu);
 #pragma unroll
             for (int r = 0; r < 2; r++)
 #pragma unroll
@@ -478,6 +515,8 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
                         float xv;
                         if (whole) {
                             xv = xs[b * xstride + (int)pc[r][u]];
+                        } else if (a.xp) {
+                            xv = __half2float(__ushort_as_half(__ldg(a.xp + (size_t)b * (size_t)a.xps + pc[r][u])));
                         } else {
                             const uint16_t h = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc[r][u]] : __ldg(a.x + (size_t)b * (size_t)a.n + pc[r][u]);
                             xv = __half2float(__ushort_as_half(h));
@@ -533,14 +572,27 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
     }
 }
 
+/* Whether x (batch x n fp16) fits the shared-memory copy the blocks gather x' from; else x' is gathered
+ * once into the work area by k_xprime. */
+inline bool x_is_raw(size_t n, size_t batch) { return (n * batch * 2 + 15) / 16 * 16 <= (size_t)RAW_MAX; }
+
 template <int B>
-int launch_b(const kargs &a0, cudaStream_t s)
+int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
 {
     static int attr_set = 0; /* the opt-in above 48 KiB, once per instantiation */
     kargs a = a0;
     const int S = 4 * a.wc;
     const size_t raw_bytes = ((size_t)a.n * B * 2 + 15) / 16 * 16;
-    a.raw = raw_bytes <= (size_t)RAW_MAX;
+    a.raw = x_is_raw((size_t)a.n, B);
+    a.xp = nullptr;
+    a.xps = a.T * 16;
+    if (!a.raw) {
+        const int threads = 256, blocks = min((a.xps * B + threads - 1) / threads, 8 * 132);
+        k_xprime<<<blocks, threads, 0, s>>>(a.x, a.perm, a.n, B, a.xps, work);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return qg_cuda_fail("k_xprime launch", e);
+        a.xp = work;
+    }
     int ct = (int)(((size_t)SMEM_BYTES - (a.raw ? raw_bytes : 0)) / (64 * B));
     ct -= ct % S; /* >= S: 36 KiB / (64 * 16) >= 32 >= S */
     const int tmax = (a.T + S - 1) / S * S;
@@ -563,7 +615,7 @@ int launch_b(const kargs &a0, cudaStream_t s)
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_spqr launch", e);
 }
 
-int launch(const qg_spqr_dev_layer *L, const uint16_t *x, size_t batch, float *y32, uint16_t *y16, cudaStream_t s)
+int launch(const qg_spqr_dev_layer *L, const uint16_t *x, size_t batch, float *y32, uint16_t *y16, uint16_t *work, cudaStream_t s)
 {
     kargs a;
     a.dense = reinterpret_cast<const uint4 *>(L->dense);
@@ -587,7 +639,7 @@ int launch(const qg_spqr_dev_layer *L, const uint16_t *x, size_t batch, float *y
     a.raw = 0;
     switch (batch) {
 #define QG_CASE(BB) \
-    case BB: return launch_b<BB>(a, s);
+    case BB: return launch_b<BB>(a, work, s);
         QG_CASE(1) QG_CASE(2) QG_CASE(3) QG_CASE(4) QG_CASE(5) QG_CASE(6) QG_CASE(7) QG_CASE(8)
         QG_CASE(9) QG_CASE(10) QG_CASE(11) QG_CASE(12) QG_CASE(13) QG_CASE(14) QG_CASE(15) QG_CASE(16)
 #undef QG_CASE
@@ -604,7 +656,7 @@ size_t host_bytes(const E *h, size_t count)
 }
 
 /* Host side of the GEMV: the layer's shape and the batch; dev[] = dense, row_offsets, col_vals, perm, x,
- * y_f32, y_f16 (in the order of qg_spqr_gemv_cuda's buffers; an absent one is NULL). */
+ * y_f32, y_f16, work (in the order of qg_spqr_gemv_cuda's buffers; an absent one is NULL). */
 struct gemv_call {
     size_t m, n, batch;
     qg_spqr_outlier_kind outliers;
@@ -621,7 +673,7 @@ int launch_gemv_dev(const void *ctx, void *const *dev, void *stream)
     D.row_offsets = (const int32_t *)dev[1];
     D.col_vals = (const uint32_t *)dev[2];
     D.perm = (const uint16_t *)dev[3];
-    return qg_spqr_gemv_cuda_async(&D, dev[4], c->batch, (float *)dev[5], (uint16_t *)dev[6], stream);
+    return qg_spqr_gemv_cuda_async(&D, dev[4], c->batch, (float *)dev[5], (uint16_t *)dev[6], dev[7], stream);
 }
 
 } // namespace
@@ -637,7 +689,7 @@ extern "C" int qg_spqr_gemv_cuda(const qg_spqr_layer *L, const uint16_t *x, size
     const size_t m = L->m, n = L->n, ny = m * batch;
     const bool has_out = L->outliers != QG_SPQR_OUTLIERS_NONE;
     const gemv_call c = {m, n, batch, has_out ? L->outliers : QG_SPQR_OUTLIERS_NONE};
-    const qg_cuda_buf bufs[7] = {
+    const qg_cuda_buf bufs[8] = {
         {QG_CUDA_IN, (void *)L->dense, host_bytes(L->dense, L->dense_words)},
         {QG_CUDA_IN, (void *)L->row_offsets, has_out ? host_bytes(L->row_offsets, L->row_offsets_len) : 0},
         {QG_CUDA_IN, (void *)L->col_vals, has_out ? host_bytes(L->col_vals, L->nnz) : 0},
@@ -645,15 +697,25 @@ extern "C" int qg_spqr_gemv_cuda(const qg_spqr_layer *L, const uint16_t *x, size
         {QG_CUDA_IN, (void *)x, n * batch * sizeof(uint16_t)},
         {QG_CUDA_OUT, y_f32, y_f32 != nullptr ? ny * sizeof(float) : 0},
         {QG_CUDA_OUT, y_f16, y_f16 != nullptr ? ny * sizeof(uint16_t) : 0},
+        {QG_CUDA_SCRATCH, nullptr, qg_spqr_cuda_work_bytes(n, batch)},
     };
-    return qg_cuda_run(bufs, 7, launch_gemv_dev, &c);
+    return qg_cuda_run(bufs, 8, launch_gemv_dev, &c);
+}
+
+extern "C" size_t qg_spqr_cuda_work_bytes(size_t n, size_t batch)
+{
+    if (n == 0 || n > QG_SPQR_MAX_N || batch < 1 || batch > QG_SPQR_MAX_BATCH || x_is_raw(n, batch)) return 0;
+    return (n + 15) / 16 * 16 * batch * sizeof(uint16_t);
 }
 
 extern "C" int qg_spqr_gemv_cuda_async(const qg_spqr_dev_layer *L, const void *dx, size_t batch, float *dy_f32, uint16_t *dy_f16,
-                                       void *stream)
+                                       void *dwork, void *stream)
 {
     if (L == nullptr || dx == nullptr || (dy_f32 == nullptr && dy_f16 == nullptr)) return QG_ERR_argument_invalid;
     if (L->m == 0 || L->m % 16 != 0) return QG_ERR_spqr_rows_not_multiple;
     if (L->n == 0 || L->n > QG_SPQR_MAX_N) return QG_ERR_spqr_cols_out_of_range;
-    return launch(L, (const uint16_t *)dx, batch, dy_f32, dy_f16, (cudaStream_t)stream);
+    if (batch < 1 || batch > QG_SPQR_MAX_BATCH) return QG_ERR_spqr_batch_out_of_range;
+    if ((dwork == nullptr || (reinterpret_cast<uintptr_t>(dwork) & 15) != 0) && qg_spqr_cuda_work_bytes(L->n, batch) != 0)
+        return QG_ERR_argument_invalid;
+    return launch(L, (const uint16_t *)dx, batch, dy_f32, dy_f16, (uint16_t *)dwork, (cudaStream_t)stream);
 }

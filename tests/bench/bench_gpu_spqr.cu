@@ -104,6 +104,7 @@ struct spqr_ctx {
     const uint16_t *x;
     size_t batch;
     uint16_t *y;
+    void *work; /* qg_spqr_cuda_work_bytes(n, batch) bytes */
 };
 
 int spqr_launch(void *vctx, int call, cudaStream_t s)
@@ -114,7 +115,7 @@ int spqr_launch(void *vctx, int call, cudaStream_t s)
     L.dense = lc.dense;
     L.row_offsets = lc.ro;
     L.col_vals = lc.cv;
-    int rc = qg_spqr_gemv_cuda_async(&L, c->x, c->batch, nullptr, c->y, s);
+    int rc = qg_spqr_gemv_cuda_async(&L, c->x, c->batch, nullptr, c->y, c->work, s);
     if (rc != QG_ERR_ok) fprintf(stderr, "qgold bench: qg_spqr_gemv_cuda_async: error %d\n", rc);
     return rc != QG_ERR_ok;
 }
@@ -240,11 +241,12 @@ int qg_bench_gpu_spqr(const qg_bench_opts *o, double bw)
             perm[i] = perm[j];
             perm[j] = tmp;
         }
-        uint16_t *dperm = nullptr, *x = nullptr, *y = nullptr;
+        uint16_t *dperm = nullptr, *x = nullptr, *y = nullptr, *work = nullptr;
         CK(cudaMalloc((void **)&dperm, cols * 2));
         CK(cudaMemcpy(dperm, perm.data(), cols * 2, cudaMemcpyHostToDevice));
         CK(cudaMalloc((void **)&x, cols * 16 * 2));
         CK(cudaMalloc((void **)&y, rows * 16 * 4));
+        CK(cudaMalloc((void **)&work, qg_spqr_cuda_work_bytes(cols, QG_SPQR_MAX_BATCH) + 16));
         qg_bench_fill_half(x, cols * 16);
         const size_t hbytes = rows * cols * 2;
         const int nh = qg_bench_copies_for(hbytes, l2);
@@ -260,7 +262,7 @@ int qg_bench_gpu_spqr(const qg_bench_opts *o, double bw)
             if (B < 1 || B > QG_SPQR_MAX_BATCH) continue;
             qg_bench_blas_ctx bc = {h, wh.data(), nh, rows, cols, B, (const __half *)x, (__half *)y};
             spqr_ctx sc[NV];
-            for (int v = 0; v < NV; v++) sc[v] = {vb[v].L, vb[v].copies.data(), (int)vb[v].copies.size(), x, B, y};
+            for (int v = 0; v < NV; v++) sc[v] = {vb[v].L, vb[v].copies.data(), (int)vb[v].copies.size(), x, B, y, work};
             /* One plain call each first: launch settings are made outside any graph capture. */
             for (int v = 0; v < NV && rc == 0; v++) rc = spqr_launch(&sc[v], 0, 0);
             if (rc != 0) break;
@@ -291,6 +293,7 @@ int qg_bench_gpu_spqr(const qg_bench_opts *o, double bw)
         cudaFree(dperm);
         cudaFree(x);
         cudaFree(y);
+        cudaFree(work);
     }
     cublasDestroy(h);
     cudaFree(ws);

@@ -25,11 +25,15 @@ typedef struct {
     const uint32_t *col_vals;
     const uint16_t *perm;          /* NULL: identity */
 } qg_spqr_dev_layer;
+/* Bytes of device work area qg_spqr_gemv_cuda_async needs for n columns at this batch (x' gathered once
+ * when x does not fit in shared memory); 0: none (dwork may be NULL). */
+size_t qg_spqr_cuda_work_bytes(size_t n, size_t batch);
 /* CUDA, device pointers, asynchronous on `stream` (a cudaStream_t), for benchmarks: dx is batch x n fp16
- * (original column order), dy_f32 / dy_f16 batch x m (either may be NULL, not both). Checks only the
- * shape and the batch; the layer's contents are trusted. Same arithmetic as qg_spqr_gemv_cuda. */
+ * (original column order), dy_f32 / dy_f16 batch x m (either may be NULL, not both), dwork a device
+ * area of qg_spqr_cuda_work_bytes(n, batch) bytes (contents need not be set). Checks only the shape and
+ * the batch; the layer's contents are trusted. Same arithmetic as qg_spqr_gemv_cuda. */
 int qg_spqr_gemv_cuda_async(const qg_spqr_dev_layer *L, const void *dx, size_t batch, float *dy_f32, uint16_t *dy_f16,
-                            void *stream);
+                            void *dwork, void *stream);
 
 #ifdef __cplusplus
 }
