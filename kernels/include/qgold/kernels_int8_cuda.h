@@ -39,12 +39,17 @@ int qg_int8_dequant_cuda_async(const qg_int8_qshape *s, const int8_t *dq, const 
                                void *stream);
 
 /* p's pointers (A, B, sa, sb, bias) are device pointers; dacc / dy32 / dy16 device outputs (any may be
- * NULL, not all). M <= 16: dp4a kernel (weights streamed once); M > 16: int8 tensor cores, warpgroup
- * MMA (wgmma m64nNk32, 128 x 256 or 128 x 128 tiles) where the build has sm_90a code, the device runs
- * it, the operands allow 16-byte loads and the tiles fill the GPU, else mma.sync m16n8k32. The epilogue
- * is fused in all; every kernel gives the same bits. The environment variable QG_INT8_CUDA_GEMM (read
- * once per process) pins the kernel for tests: "mma" (never wgmma), "wgmma128" / "wgmma256" (that tile
- * at every M where 16-byte loads are possible; QG_ERR_unsupported where wgmma is not available). */
+ * NULL, not all). M <= 16: dp4a kernel (weights streamed once); M > 16: int8 tensor cores: where the
+ * build has sm_90a code and the device runs it, the persistent warp-specialized kernel (bulk tensor
+ * copies into a 4-stage ring, wgmma m64n256k32 on 128 x 256 tiles) when K % 16 == 0, A and B are 16-byte
+ * aligned and its tiles fill at least 7/8 of the SMs, else warpgroup MMA with cp.async (128 x 256 or
+ * 128 x 128 tiles) where the operands allow 16-byte loads and the tiles fill the GPU, else mma.sync
+ * m16n8k32. The epilogue is fused in all; every kernel gives the same bits. The environment variable
+ * QG_INT8_CUDA_GEMM (read once per process) pins the kernel for tests: "mma" (never wgmma),
+ * "wgmma128" / "wgmma256" (that tile at every M where 16-byte loads are possible), "wgmma" (the cp.async
+ * kernels' own choice, never the bulk-copy kernel), "tma" / "tma_plain" (the bulk-copy kernel wherever
+ * it can run; tma_plain takes the bounds-checked epilogue on every tile); QG_ERR_unsupported where the
+ * pinned kernel is not available. */
 int qg_int8_w8a8_cuda_async(const qg_int8_w8a8_args *p, int32_t *dacc, float *dy32, uint16_t *dy16, void *stream);
 
 /* Batch M = 1..16 (QG_ERR_shape_invalid above). */
