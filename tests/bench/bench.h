@@ -52,6 +52,10 @@ int qg_bench_run(const qg_bench_opts *o);
 
 /* Shared by the CPU and GPU halves. */
 void qg_bench_emit(const qg_bench_opts *o, const qg_bench_row *r);
+/* A CPU row's end: a failed timing (r->t_med < 0) is reported on stderr with the kernel's error name and
+ * gives 1; else eff = bytes / t_med / bw, the row is printed, and 0. */
+int qg_bench_emit_cpu(const qg_bench_opts *o, qg_bench_row *r, double bw, const char *label, const char *kernel, size_t batch,
+                      int err);
 void qg_bench_note(const qg_bench_opts *o, const char *key, const char *fmt, ...);
 double qg_bench_median(double *v, int n, double *lo, double *hi);
 double qg_now(void);

@@ -75,6 +75,18 @@ void qg_bench_emit(const qg_bench_opts *o, const qg_bench_row *r)
     }
 }
 
+int qg_bench_emit_cpu(const qg_bench_opts *o, qg_bench_row *r, double bw, const char *label, const char *kernel, size_t batch,
+                      int err)
+{
+    if (r->t_med < 0) {
+        fprintf(stderr, "qgold: bench %s: %s (batch %zu) failed: %s\n", label, kernel, batch, qg_error_name(err));
+        return 1;
+    }
+    r->eff = r->bytes / r->t_med / bw;
+    qg_bench_emit(o, r);
+    return 0;
+}
+
 /* Decimal digits only (no sign, no spaces), value 1..max; advances *p. */
 static int parse_num(const char **p, size_t max, size_t *v)
 {

@@ -174,13 +174,10 @@ int qg_bench_cpu_int4(const qg_bench_opts *o, int threads, double bw_read)
                     row.t_med = i4_time(o, &c, i4_gemm_slice, threads, &row.t_lo, &row.t_hi);
                     row.bytes = (double)M * K / 2 + (double)N * K / 2 + (double)M * 4 + (double)N * 4 + (double)M * N * 4;
                 }
-                if (row.t_med < 0) {
-                    fprintf(stderr, "qgold: bench %s: %s (batch %zu) failed: %s\n", label, k->name, M, qg_error_name(atomic_load(&c.err)));
+                if (qg_bench_emit_cpu(o, &row, bw_read, label, k->name, M, atomic_load(&c.err)) != 0) {
                     rc = 1;
                     break;
                 }
-                row.eff = row.bytes / row.t_med / bw_read;
-                qg_bench_emit(o, &row);
             }
         }
     next:

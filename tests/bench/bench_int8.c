@@ -143,14 +143,10 @@ int qg_bench_cpu_int8(const qg_bench_opts *o, int threads, double bw_read)
                         break;
                     }
                 }
-                if (row.t_med < 0) {
-                    fprintf(stderr, "qgold: bench %s: %s (batch %zu) failed: %s\n", label, k->name, M,
-                            qg_error_name(atomic_load(&c.err)));
+                if (qg_bench_emit_cpu(o, &row, bw_read, label, k->name, M, atomic_load(&c.err)) != 0) {
                     rc = 1;
                     break;
                 }
-                row.eff = row.bytes / row.t_med / bw_read;
-                qg_bench_emit(o, &row);
             }
         }
     next:

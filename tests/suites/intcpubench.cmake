@@ -9,22 +9,18 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
 elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
   list(APPEND qg_icb_be neon)
 endif()
+# Rows per format: "PATH BATCH" (shape 256x4096, the --quick default).
+set(qg_icb_int8 "quantize_row 1" "w8a8 1" "w8a8 16" "w8a16 1" "w8a16 16")
+set(qg_icb_int4 "w4a16_decode 1" "w4a16_g128 1" "w4a16_g128 16" "gemm_packed 1" "gemm_packed 16")
 foreach(be ${qg_icb_be})
-  foreach(p "quantize_row +${be} +256x4096 +1 " "w8a8 +${be} +256x4096 +1 " "w8a8 +${be} +256x4096 +16 "
-            "w8a16 +${be} +256x4096 +1 " "w8a16 +${be} +256x4096 +16 ")
-    string(REGEX MATCH "^[a-z0-9_]+" path "${p}")
-    string(REGEX MATCH "[0-9]+ $" b "${p}")
-    string(STRIP "${b}" b)
-    qg_add_test(NAME bench.int8_cpu.${be}.${path}.b${b} LABELS bench COMMAND ${qg_icb_expect} 0 "^int8 +${p}"
-                ${qg_icb_qgold} bench --format int8 --backend ${be} --quick)
-  endforeach()
-  foreach(p "w4a16_decode +${be} +256x4096 +1 " "w4a16_g128 +${be} +256x4096 +1 " "w4a16_g128 +${be} +256x4096 +16 "
-            "gemm_packed +${be} +256x4096 +1 " "gemm_packed +${be} +256x4096 +16 ")
-    string(REGEX MATCH "^[a-z0-9_]+" path "${p}")
-    string(REGEX MATCH "[0-9]+ $" b "${p}")
-    string(STRIP "${b}" b)
-    qg_add_test(NAME bench.int4_cpu.${be}.${path}.b${b} LABELS bench COMMAND ${qg_icb_expect} 0 "^int4 +${p}"
-                ${qg_icb_qgold} bench --format int4 --backend ${be} --quick)
+  foreach(fmt int8 int4)
+    foreach(pb ${qg_icb_${fmt}})
+      separate_arguments(pb)
+      list(GET pb 0 path)
+      list(GET pb 1 b)
+      qg_add_test(NAME bench.${fmt}_cpu.${be}.${path}.b${b} LABELS bench COMMAND ${qg_icb_expect} 0
+                  "^${fmt} +${path} +${be} +256x4096 +${b} " ${qg_icb_qgold} bench --format ${fmt} --backend ${be} --quick)
+    endforeach()
   endforeach()
 endforeach()
 # --shapes / --batches reach the CPU halves: the row of the requested shape and batch appears.
