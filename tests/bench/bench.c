@@ -31,9 +31,13 @@ int qg_bench_check(const qg_bench_opts *o, char *why, size_t len)
     if (ns < 0)
         return why_ret(2, why, len, "--shapes takes RxK[,RxK...], at most 16 shapes, R and K in 1..%lu, got '%s'", QG_BENCH_MAX_DIM,
                        o->shapes);
-    if (nb < 0) return why_ret(2, why, len, "--batches takes B[,B...], at most 16 batches, B in 1..16, got '%s'", o->batches);
+    if (nb < 0)
+        return why_ret(2, why, len, "--batches takes B[,B...], at most 16 batches, B in 1..%d, got '%s'", QG_BENCH_MAX_BATCH, o->batches);
     const qg_bench_format *bf = qg_bench_format_find(o->format);
     if (bf == NULL) return why_ret(2, why, len, "format %s has no benchmark (see qgold list)", o->format);
+    for (int i = 0; i < nb; i++)
+        if (batches[i] > bf->max_batch && bf->takes_shapes)
+            return why_ret(2, why, len, "%s takes batches 1..%zu, got %zu", o->format, bf->max_batch, batches[i]);
     if (!bf->takes_shapes && (ns > 0 || nb > 0))
         return why_ret(2, why, len, "--shapes and --batches do not apply to %s (its conversions run over a fixed element count)",
                        o->format);

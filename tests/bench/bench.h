@@ -26,8 +26,10 @@ typedef struct {
 } qg_bench_opts;
 
 /* Parses o->shapes / o->batches into arrays (at most `max`); returns the count, 0 when unset, -1 on a
- * malformed list (digits only; dimensions 1..QG_BENCH_MAX_DIM, batches 1..16). */
+ * malformed list (digits only; dimensions 1..QG_BENCH_MAX_DIM, batches 1..QG_BENCH_MAX_BATCH; each
+ * format then holds its batches to its own qg_bench_format.max_batch in qg_bench_check). */
 #define QG_BENCH_MAX_DIM 2147483647UL
+#define QG_BENCH_MAX_BATCH 4096
 int qg_bench_parse_shapes(const char *spec, size_t (*out)[2], int max);
 int qg_bench_parse_batches(const char *spec, size_t *out, int max);
 
@@ -98,7 +100,14 @@ typedef struct {
     /* CPU half against BW_read; GPU half against BW_copy (NULL when the format has none). */
     int (*cpu)(const qg_bench_opts *o, int threads, double bw_read);
     int (*gpu)(const qg_bench_opts *o, double bw_copy);
+    /* The largest --batches value any of the format's paths takes; a path that takes fewer skips the
+     * larger batches and says so (qg_bench_batch_skipped). */
+    size_t max_batch;
 } qg_bench_format;
+
+/* 1 (after a "# skip" line on stdout naming `label` and the kernel k, if not NULL) when batch B is above
+ * `max`, the most that path takes. */
+int qg_bench_batch_skipped(const char *label, const qg_kernel *k, size_t B, size_t max);
 
 /* The entry serving `format`, or NULL. */
 const qg_bench_format *qg_bench_format_find(const char *format);

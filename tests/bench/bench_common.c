@@ -121,7 +121,7 @@ int qg_bench_parse_batches(const char *spec, size_t *out, int max)
     int n = 0;
     if (spec == NULL) return 0;
     for (const char *p = spec;;) {
-        if (n >= max || parse_num(&p, 16, &out[n])) return -1;
+        if (n >= max || parse_num(&p, QG_BENCH_MAX_BATCH, &out[n])) return -1;
         n++;
         if (*p == '\0') return n;
         if (*p++ != ',') return -1;
@@ -272,6 +272,16 @@ double qg_bench_time_pass(const qg_bench_opts *o, int split, int threads, size_t
         if (r >= 0) t[r] = qg_now() - t0;
     }
     return qg_bench_median(t, o->reps, lo, hi);
+}
+
+int qg_bench_batch_skipped(const char *label, const qg_kernel *k, size_t B, size_t max)
+{
+    if (B <= max) return 0;
+    if (k != NULL)
+        printf("# skip: %s %s %s batch %zu: this path takes batches 1..%zu\n", label, k->path, qg_backend_name(k->backend), B, max);
+    else
+        printf("# skip: %s batch %zu: this path takes batches 1..%zu\n", label, B, max);
+    return 1;
 }
 
 int qg_bench_plan_make(const qg_bench_opts *o, const size_t (*full)[2], size_t nfull, const size_t (*quick)[2], size_t nquick,

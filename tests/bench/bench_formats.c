@@ -5,7 +5,10 @@
 #include "bench_int4.h"
 #include "bench_int8.h"
 #include "bench_kq_q8k.h"
+#include "qgold/kernels_int8_cuda.h"
 #include "qgold/kquants.h"
+#include "qgold/kquants_gemm.h"
+#include "qgold/rans.h"
 #include "qgold/spqr.h"
 
 #include <string.h>
@@ -81,12 +84,15 @@ static const char *rule_spqr(const char *format, size_t r, size_t k)
 }
 
 static const qg_bench_format k_formats[] = {
-    {is_fp16, 0, NULL, measures_convert, qg_bench_cpu_fp16, QG_BENCH_GPU(qg_bench_gpu_fp16)},
-    {is_kquant, 1, rule_kquants, measures_kquants, cpu_kquants_q8k, QG_BENCH_GPU(gpu_kquants_gemv_gemm)},
-    {is_spqr, 1, rule_spqr, measures_spqr, qg_bench_cpu_spqr, QG_BENCH_GPU(qg_bench_gpu_spqr)},
-    {is_rans, 1, NULL, measures_rans, qg_bench_cpu_rans, QG_BENCH_GPU(qg_bench_gpu_rans)},
-    {is_int8, 1, NULL, measures_int8, qg_bench_cpu_int8, QG_BENCH_GPU(qg_bench_gpu_int8)},
-    {is_int4, 1, NULL, measures_int4, qg_bench_cpu_int4, QG_BENCH_GPU(qg_bench_gpu_int4)},
+    {is_fp16, 0, NULL, measures_convert, qg_bench_cpu_fp16, QG_BENCH_GPU(qg_bench_gpu_fp16), 0},
+    /* K-quants: the CUDA gemm path to 64, the GEMVs to QG_KQ_MAX_BATCH */
+    {is_kquant, 1, rule_kquants, measures_kquants, cpu_kquants_q8k, QG_BENCH_GPU(gpu_kquants_gemv_gemm), QG_KQ_GEMM_MAX_BATCH},
+    {is_spqr, 1, rule_spqr, measures_spqr, qg_bench_cpu_spqr, QG_BENCH_GPU(qg_bench_gpu_spqr), QG_SPQR_MAX_BATCH},
+    {is_rans, 1, NULL, measures_rans, qg_bench_cpu_rans, QG_BENCH_GPU(qg_bench_gpu_rans), QG_RANS_MAX_BATCH},
+    /* INT8: --batches sets the W8A16 batches (the W8A8 M list is fixed) */
+    {is_int8, 1, NULL, measures_int8, qg_bench_cpu_int8, QG_BENCH_GPU(qg_bench_gpu_int8), QG_INT8_W8A16_CUDA_MAX_BATCH},
+    /* INT4: the CUDA W4A16 at any M the benchmark allocates; the CPU half to 16 */
+    {is_int4, 1, NULL, measures_int4, qg_bench_cpu_int4, QG_BENCH_GPU(qg_bench_gpu_int4), QG_BENCH_MAX_BATCH},
     /* qgold:bench-formats-end */
 };
 

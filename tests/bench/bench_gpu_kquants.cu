@@ -109,7 +109,7 @@ int qg_bench_gpu_kq_product(const qg_bench_opts *o, double bw, const qg_bench_kq
         CK(cudaDeviceSynchronize());
         for (size_t bi = 0; bi < nbatches && rc == 0; bi++) {
             const size_t B = batches[bi];
-            if (B < 1 || B > maxb) continue;
+            if (qg_bench_batch_skipped(label, nullptr, B, maxb)) continue;
             product_ctx gc = {p, t, wq, nq, rows, cols, B, x, y};
             qg_bench_blas_ctx bc = {h, wh, nh, rows, cols, B, (const __half *)x, (__half *)y};
             double tq[64], tb[64], lo, hi, tmp_lo, tmp_hi;

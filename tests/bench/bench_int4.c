@@ -154,6 +154,7 @@ int qg_bench_cpu_int4(const qg_bench_opts *o, int threads, double bw_read)
             const int decode = k->kind == QG_KIND_INT4_W4A16_DECODE;
             for (size_t bi = 0; bi < (decode ? 1 : pl.nbatches) && rc == 0; bi++) {
                 const size_t M = decode ? 1 : pl.batches[bi];
+                if (qg_bench_batch_skipped(label, k, M, bmax)) continue;
                 i4_ctx c = {.k = k, .N = N, .K = K, .M = M, .L = &L, .Ap = Ap, .Bp = Bp, .sa = sa, .sb = sb, .X = X};
                 atomic_init(&c.err, 0);
                 qg_bench_row row = {k->format, "", qg_backend_name(k->backend), "", (int)M, 0, 0, 0, 0, 0, "BW_read", 0, ""};

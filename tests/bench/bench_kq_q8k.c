@@ -75,6 +75,7 @@ int qg_bench_cpu_kq_q8k(const qg_bench_opts *o, int threads, double bw_read)
                 const qg_kernel *k = qg_registry_at(i);
                 if (!selected(o, k)) continue;
                 for (size_t bi = 0; bi < nbatches; bi++) {
+                    if (qg_bench_batch_skipped(o->format, k, batches[bi], QG_KQ_MAX_BATCH)) continue;
                     qg_bench_row row = {k->format, k->path, qg_backend_name(k->backend), "", (int)batches[bi], 0, 0, 0, 0, 0, "BW_read", 0, ""};
                     snprintf(row.shape, sizeof row.shape, "%zux%zu", rows, cols);
                     row.t_med = time_call(o, k, t, w, rows * row_bytes, rows, cols, x, batches[bi], y, &row.t_lo, &row.t_hi);

@@ -196,6 +196,7 @@ int qg_bench_cpu_kquants(const qg_bench_opts *o, int threads, double bw_read)
             if (strcmp(k->format, o->format) || k->kind != QG_KIND_KQ_GEMV || k->backend == QG_BACKEND_CUDA) continue;
             if ((o->backend >= 0 && (int)k->backend != o->backend) || !qg_kernel_available(k, NULL, 0)) continue;
             for (size_t bi = 0; bi < nbatches; bi++) {
+                if (qg_bench_batch_skipped(label, k, batches[bi], QG_KQ_MAX_BATCH)) continue;
                 kq_cpu_ctx c = {k, t, w, row_bytes, cols, batches[bi], x, y};
                 qg_bench_row row = {k->format, "gemv", qg_backend_name(k->backend), "", (int)batches[bi], 0, 0, 0, 0, 0, "BW_read", 0, ""};
                 snprintf(row.shape, sizeof row.shape, "%zux%zu", rows, cols);

@@ -101,6 +101,13 @@ check bench-spqr-cols 2 "spqr shape 64x70000: K (columns) must be at most 65536"
 check bench-shape-sign 2 "shapes takes RxK" -- qgold bench --format rans --quick --shapes 16x-256
 check bench-shape-huge 2 "shapes takes RxK" -- qgold bench --format rans --quick --shapes 4294967296x256
 check bench-fp16-shapes 2 "do not apply to fp16" -- qgold bench --format fp16 --quick --shapes 64x64
+# --batches: each format's largest batch (spqr 16, K-quants 64 on the CUDA gemm path); a CPU path that
+# takes fewer says which batch it skipped and still times the rest.
+check bench-batch-spqr 2 "spqr takes batches 1..16, got 17" -- qgold bench --format spqr --quick --batches 1,17
+check bench-batch-kq 2 "q4_k takes batches 1..64, got 65" -- qgold bench --format q4_k --quick --batches 65
+check bench-batch-huge 2 "B in 1..4096" -- qgold bench --format int4 --quick --batches 4097
+check bench-batch-skip 0 "skip: q4_k 16x256 gemv ref batch 32: this path takes batches 1..16" -- \
+    qgold bench --format q4_k --backend ref --quick --shapes 16x256 --batches 1,32
 mkdir -p "$TMP/json"
 printf '{"previous": 1}\n' > "$TMP/json/keep.json"
 cp "$TMP/json/keep.json" "$TMP/keep.orig"
