@@ -2,24 +2,32 @@
  * kernel into its layout, deterministic split-K, and the tensor-core accumulation probe.
  *
  * Layout and arithmetic: qgold/kernels_int4_cuda.h (the "tc16" layout) and reference/spec/numerics.md
- * ("W4A16 on tensor cores"). In short: a warp owns one n-tile of 16 output channels and one K split; per
- * 64-column chunk each lane loads one uint4 (its four A fragments of four k-tiles, coalesced: 512 bytes
- * per warp) and, per m-tile, two uint4 of x (its B fragments of two k-tiles each); it turns each nibble
- * pair into fp16 (1024 + q) with a mask and an OR, and subtracts the fp16 (1024 + z): the exact integer
- * q - z. The tensor core then sees exact inputs (e_k = 0). The mma blocks of
- * one group accumulate into a float32 partial started at 0; at the group's end t = RN32(t + RN32(s * p))
+ * ("W4A16 on tensor cores"). In short: per 64-column chunk and n-tile of 16 output channels, each lane
+ * of a warp takes one uint4 of codes (its four A fragments of four k-tiles; 512 contiguous bytes per
+ * n-tile) and, per m-tile of 8 rows, one uint4 of x per 32-column half (its B fragments of two k-tiles);
+ * it turns each nibble pair into fp16 (1024 + q) with a mask and an OR, and subtracts the fp16
+ * (1024 + z): the exact integer q - z. The tensor core then sees exact inputs (e_k = 0). The mma blocks
+ * of one group accumulate into a float32 partial started at 0; at the group's end t = RN32(t + RN32(s * p))
  * with the fp16 scale s of the row. The file is built with --fmad=false and writes __fmul_rn/__fadd_rn.
+ *
+ * Kernels: M <= 16, w4a16_tc_ring_kernel (a warp owns one n-tile and 1 or 2 m-tiles; operands through a
+ * shared-memory cp.async ring); M > 16, w4a16_tc_gemm_kernel (CTA tiles of 128 or 256 channels x 64 or
+ * 32 rows, a warp owning 2 n-tiles x 4 m-tiles, weights and x staged once per CTA tile).
  *
  * Determinism and batch invariance: each output (m, n) is one column of D in its tile; the mma computes
  * a column from that column of B only, the k-tile order, group flushes and split ranges are fixed by
- * (N, K, g), and the split count by (N, K). The number of m-tiles a warp carries (1, 2, 4 or 8, picked
- * from M for register use) changes how many independent columns run side by side, not any column's
+ * (N, K, g), and the split count by (N, K). Which kernel runs, its tile sizes and how many m-tiles a warp
+ * carries (picked from M) change how many independent columns run side by side, not any column's
  * operations. No float atomics: split partials go to a workspace [S][rows][Np] and the warp that finishes
- * a tile's last split (an integer turnstile counter per tile) adds them in split order 0..S-1 (tile_store).
+ * a tile's last split (an integer turnstile counter per tile) adds them in split order 0..S-1
+ * (tile_store); or, where the grid is large without split-K, one CTA walks all splits in order and adds
+ * each split's total to the running sum in registers: the same adds in the same order.
  *
  * Speed: at small M the product is bound by the weight stream (4.5 bits per weight at g = 128), so every
  * load of a chunk (codes, scale/zero words, x) is issued chunks ahead of its use, the m-blocks that share
- * weights run side by side, and the turnstile saves split-K's second kernel.
+ * weights run side by side, and the turnstile saves split-K's second kernel. At large M it is bound by
+ * the tensor cores and the decode: a decoded A fragment feeds 4 mma, a B fragment 2, and each CTA reads
+ * its weights and x from L2 once per tile.
  */
 #include <cuda_fp16.h>
 #include <limits.h>
@@ -63,13 +71,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-
 __device__ __forceinline__ uint32_t hsub2_bits(uint32_t a, uint32_t b)
 {
     __half2 r = __hsub2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
@@ -80,7 +81,7 @@ __device__ __forceinline__ uint32_t hsub2_bits(uint32_t a, uint32_t b)
  * (m) 2t, 2t + 1 of m-tile i at channel gr of the tile, tot[i][2..3] the same rows at channel gr + 8.
  * S = 1 (part == NULL): y directly. S > 1: the split's float32 partial goes to part[(s * M + m) * Np + n];
  * then a turnstile: each lane fences its stores, and lane 0 counts the split in cnt[z * nt_total + nt]
- * (an integer atomic; z: the m-block); the warp that counts the S-th split (any split may be last) adds the S partials of
+ * (an integer atomic; z: the block of 8 MT rows within the launch); the warp that counts the S-th split (any split may be last) adds the S partials of
  * the tile in split order, y = ((p_0 + p_1) + p_2) + ... + p_{S-1} in float32, and sets the counter back
  * to 0 for the next launch. The order of the adds is fixed whichever warp arrives last; no float atomics.
  * QG_CUDA_MUTANT_INT4_SPLITK_REVERSED (a mutant for the GPU machine, named outside the QG_MUTATION_
@@ -88,7 +89,7 @@ __device__ __forceinline__ uint32_t hsub2_bits(uint32_t a, uint32_t b)
 template <int MT>
 __device__ __forceinline__ void tile_store(const float (&tot)[MT][4], int nt, int s, int m0, int M, const dev_shape &sh, int splits,
                                            float *__restrict__ part, unsigned *__restrict__ cnt, float *__restrict__ y32,
-                                           uint16_t *__restrict__ y16, int lane)
+                                           uint16_t *__restrict__ y16, int lane, int z)
 {
     const int gr = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -109,7 +110,7 @@ __device__ __forceinline__ void tile_store(const float (&tot)[MT][4], int nt, in
     if (part == nullptr) return;
     __threadfence();
     __syncwarp();
-    unsigned *c = cnt + (size_t)blockIdx.x * sh.nt + nt;
+    unsigned *c = cnt + (size_t)z * sh.nt + nt;
     unsigned old = 0;
     if (lane == 0) old = atomicAdd(c, 1u);
     old = __shfl_sync(0xFFFFFFFFu, old, 0);
@@ -206,90 +207,6 @@ __device__ __forceinline__ void acc_init(w4a16_acc<MT> &a)
     a.za = a.zb = 0u;
 }
 
-/* One warp: n-tile nt, split s (chunks [c0, c1)), m-tiles m0 .. m0 + 8 MT - 1 of x (rows < M); the grid is
- * (m-blocks, n-tile groups, splits), so the m-blocks that read the same weights run side by side (the
- * second and later read them from L2). Used for MT >= 4 (M > 16). Every load is issued ahead of its use:
- * per lane a register ring of P stages, stage p holding chunk c + p: its uint4 of codes (streamed, not kept
- * in L1) and the sz words of its two halves (a chunk spans at most two groups, g >= 32); when a stage is
- * requested the chunk's x lines are prefetched into L1, and x is then loaded from L1 one 32-column half
- * ahead. part == NULL: write y directly (S = 1); else the turnstile of tile_store. */
-template <int MT, int P, int MINB>
-__global__ void __launch_bounds__(WARPS * 32, MINB) w4a16_tc_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
-                                                                   const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
-                                                                   float *__restrict__ part, unsigned *__restrict__ cnt,
-                                                                   float *__restrict__ y32, uint16_t *__restrict__ y16)
-{
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int nt = blockIdx.y * WARPS + warp;
-    if (nt >= sh.nt) return;
-    const int s = blockIdx.z;
-    const int m0 = blockIdx.x * 8 * MT;
-    const int c0 = (int)((long long)sh.kc * s / splits), c1 = (int)((long long)sh.kc * (s + 1) / splits);
-    const int gr = lane >> 2, t = lane & 3;
-    const int na = nt * ROWS + gr, nb = na + 8;
-
-    w4a16_acc<MT> acc;
-    acc_init<MT>(acc);
-
-    /* rows of x this lane feeds as B (column gr of each m-tile); per 32-column half of a chunk the lane's
-     * B fragments of both k-tiles are the 8 consecutive columns 8t .. 8t + 7 (tc16 column order): one
-     * 16-byte load per m-tile */
-    const uint16_t *xr[MT];
-    bool mok[MT];
-#pragma unroll
-    for (int i = 0; i < MT; i++) {
-        const int m = m0 + i * 8 + gr;
-        mok[i] = m < M;
-        xr[i] = x + (size_t)(mok[i] ? m : 0) * sh.K + 8 * t;
-    }
-    uint4 xn[MT]; /* x of the next half to use */
-    auto load_x = [&](int c, int h) {
-        const int col = c * CHUNK + 32 * h; /* + 8t: in xr; K is a multiple of 8 */
-        const bool ok = col + 8 * t < sh.K;
-#pragma unroll
-        for (int i = 0; i < MT; i++) xn[i] = (mok[i] && ok) ? __ldg(reinterpret_cast<const uint4 *>(xr[i] + col)) : make_uint4(0, 0, 0, 0);
-    };
-    const uint4 *wp = qw + ((size_t)nt * sh.kc + c0) * 32 + lane;
-    const uint32_t *sza = sz + na, *szb = sz + nb;
-    uint4 wb[P], zb4[P]; /* zb4: sz of rows na, nb for the group of k-tile 0 (x, y) and of k-tile 2 (z, w) */
-    auto load_stage = [&](uint4 &wv, uint4 &zv, int c) {
-        wv = ld_stream(wp + (size_t)(c - c0) * 32);
-        const size_t g0 = (size_t)min((4 * c) >> sh.gshift, sh.G - 1) * sh.Np, g1 = (size_t)min((4 * c + 2) >> sh.gshift, sh.G - 1) * sh.Np;
-        zv = make_uint4(__ldg(sza + g0), __ldg(szb + g0), __ldg(sza + g1), __ldg(szb + g1));
-        /* the lane's own 16 bytes of x of each half, into L1 for the half-ahead loads */
-#pragma unroll
-        for (int i = 0; i < MT; i++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                if (mok[i] && c * CHUNK + 32 * h + 8 * t < sh.K) asm volatile("prefetch.global.L1 [%0];\n" ::"l"(xr[i] + c * CHUNK + 32 * h));
-    };
-#pragma unroll
-    for (int p = 0; p < P; p++)
-        if (c0 + p < c1) load_stage(wb[p], zb4[p], c0 + p);
-    if (c0 < c1) load_x(c0, 0);
-
-    for (int cb = c0; cb < c1; cb += P) {
-#pragma unroll
-        for (int p = 0; p < P; p++) {
-            const int c = cb + p;
-            if (c >= c1) break;
-            const uint4 w = wb[p], zw = zb4[p];
-            if (c + P < c1) load_stage(wb[p], zb4[p], c + P);
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                uint4 xc[MT];
-#pragma unroll
-                for (int i = 0; i < MT; i++) xc[i] = xn[i];
-                if (h == 0) load_x(c, 1);
-                else if (c + 1 < c1) load_x(c + 1, 0);
-                half_mma<MT>(acc, c, h, w, zw, xc, sh);
-            }
-        }
-    }
-    if (acc.cur >= 0) acc_flush<MT>(acc);
-    tile_store<MT>(acc.tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane);
-}
-
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
@@ -314,7 +231,7 @@ __host__ __device__ constexpr int ring_stage_u4(int R) { return RING_X + 8 * R; 
 template <int MT>
 size_t ring_smem_bytes(int R) { return (size_t)RING_B * RING_NB * ring_stage_u4(R) * 16; }
 
-/* The same warp tiles and operations as w4a16_tc_kernel, for MT <= 2 (M <= 16). At small M the time is the
+/* Warp tiles of one n-tile and MT <= 2 m-tiles, for M <= 16. At small M the time is the
  * weight stream, and what it needs is many bytes in flight in long contiguous runs: the CTA copies every
  * operand of its chunks (codes, sz words, x) with cp.async into a shared-memory ring of RING_NB groups
  * of RING_B chunks; (RING_NB - 1) groups are in flight while one is computed, and each warp requests its
@@ -406,7 +323,227 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     cp_async_wait<0>();
     if (!live) return;
     if (acc.cur >= 0) acc_flush<MT>(acc);
-    tile_store<MT>(acc.tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane);
+    tile_store<MT>(acc.tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane, blockIdx.x);
+}
+
+/* ---- M > 16: CTA tiles with every operand staged in shared memory ----
+ * A CTA owns NT = 2 WN n-tiles (32 WN output channels) and 32 WM rows of x; its WN x WM warps each own
+ * 2 n-tiles x 4 m-tiles (32 channels x 32 rows), so a decoded A fragment feeds 4 mma and a B fragment 2.
+ * Per 64-column chunk the CTA copies with cp.async, into a ring of gm_cfg::STAGES stages: the NT n-tiles' code
+ * words (the tc16 layout: per n-tile 512 contiguous bytes, the lanes' A fragments), their sz slots (as in
+ * the ring kernel) and the chunk's x [half][row][t] (16 bytes: the 8 columns 32 half + 8t .. + 7 of a row,
+ * which is a lane's B fragments of both k-tiles of the half). Each warp then runs exactly the operation
+ * sequence of half_mma per output: the same k-tiles in the same order, the same fragment slots, the same
+ * group flushes t = RN32(t + RN32(s p)); a group's first mma takes C = +0 instead of a partial set to +0
+ * (same value). Weights and x are read from L2 once per CTA tile instead of once per warp.
+ *
+ * Split-K: SEQ = false: the CTA does split blockIdx.z and ends through tile_store's workspace and
+ * turnstile. SEQ = true (enough CTAs without splitting): the CTA walks the splits of splits_of(N, K) one
+ * after the other over all of K; at a split's end its total p_s joins y = ((p_0 + p_1) + p_2) + ... in
+ * registers, the order of tile_store, with no workspace. Both give the same bits for every output.
+ * QG_CUDA_MUTANT_INT4_GEMM_STALE (a GPU-machine mutant like the one in tile_store) starts every group after
+ * the first from the previous group's partial instead of +0: gpu.int4_cuda.gemm fails on it. */
+constexpr int GM_TN = 2, GM_TM = 4;
+
+template <int WN, int WM>
+struct gm_cfg {
+    static constexpr int NT = GM_TN * WN, ROWS_X = 8 * GM_TM * WM, THREADS = 32 * WN * WM;
+    static constexpr int W = 0, SZ = NT * 32, X = SZ + NT * 8, STG = X + 2 * ROWS_X * 4; /* in uint4 */
+    static constexpr int STAGES = 8; /* 104 to 112 KB; one CTA per SM at these register counts */
+    static constexpr size_t SMEM = (size_t)STAGES * STG * 16;
+};
+
+__device__ __forceinline__ void mma16816_c0(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+template <int WN, int WM, bool SEQ>
+__global__ void __launch_bounds__(gm_cfg<WN, WM>::THREADS, 1)
+    w4a16_tc_gemm_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz, const uint16_t *__restrict__ x, int M, dev_shape sh,
+                         int splits, float *__restrict__ part, unsigned *__restrict__ cnt, float *__restrict__ y32,
+                         uint16_t *__restrict__ y16)
+{
+    using C = gm_cfg<WN, WM>;
+    constexpr int TN = GM_TN, TM = GM_TM, ST = C::STAGES;
+    extern __shared__ uint4 gm_smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gr = lane >> 2, t = lane & 3;
+    const int wn = warp % WN, wm = warp / WN;
+    const int nb0 = blockIdx.y * C::NT, m0 = blockIdx.x * C::ROWS_X;
+    const int s0 = SEQ ? 0 : (int)blockIdx.z;
+    const int c_beg = (int)((long long)sh.kc * s0 / splits);
+    const int c_fin = SEQ ? sh.kc : (int)((long long)sh.kc * (s0 + 1) / splits);
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(gm_smem);
+
+    /* The copies of a chunk: thread tid makes copies u = tid + k THREADS (static trip counts; the
+     * per-thread source pointers are set once, a chunk adds c to them). Code word u: n-tile u >> 5, lane
+     * u & 31. sz word u: slot (n-tile u >> 5, gr (u >> 2) & 7), word u & 3: row gr + 8 (u & 1), group of
+     * k-tile 2 ((u >> 1) & 1). x unit u: half u / (4 ROWS_X), row (u >> 2) % ROWS_X, 8 columns at 8 (u & 3).
+     * n-tiles past the last copy the last one's words (never stored); rows past M and columns past K are
+     * zero-filled. */
+    constexpr int KW = (C::NT * 32 + C::THREADS - 1) / C::THREADS, KX = 2 * C::ROWS_X * 4 / C::THREADS;
+    static_assert(2 * C::ROWS_X * 4 % C::THREADS == 0, "x copies: whole rounds");
+    const uint4 *wsrc[KW];
+    const uint32_t *zsrc[KW];
+    const uint16_t *xsrc[KX];
+    int xcol[KX];
+    bool xrow[KX];
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int u = tid + k * C::THREADS;
+        const int ntc = min(nb0 + (u >> 5), sh.nt - 1);
+        wsrc[k] = qw + (size_t)ntc * sh.kc * 32 + (u & 31);
+        zsrc[k] = sz + ntc * ROWS + ((u >> 2) & 7) + 8 * (u & 1);
+    }
+#pragma unroll
+    for (int k = 0; k < KX; k++) {
+        const int u = tid + k * C::THREADS;
+        const int m = m0 + (u >> 2) % C::ROWS_X;
+        xrow[k] = m < M;
+        xcol[k] = 32 * (u / (C::ROWS_X * 4)) + 8 * (u & 3);
+        xsrc[k] = x + (size_t)(m < M ? m : 0) * sh.K + xcol[k];
+    }
+    const int zk = 2 * ((tid >> 1) & 1); /* the same for every k: THREADS is a multiple of 4 */
+    auto issue = [&](int c, int slot) {
+        const uint32_t b = base + (uint32_t)(slot * C::STG) * 16u;
+        const size_t zoff = (size_t)min((4 * c + zk) >> sh.gshift, sh.G - 1) * sh.Np;
+#pragma unroll
+        for (int k = 0; k < KW; k++) {
+            const int u = tid + k * C::THREADS;
+            if (C::NT * 32 % C::THREADS != 0 && u >= C::NT * 32) break;
+            cp_async16(b + 16u * (C::W + u), wsrc[k] + (size_t)c * 32, 16);
+            cp_async4(b + 16u * C::SZ + 4u * u, zsrc[k] + zoff);
+        }
+#pragma unroll
+        for (int k = 0; k < KX; k++) {
+            const int u = tid + k * C::THREADS;
+            const bool ok = xrow[k] && c * CHUNK + xcol[k] < sh.K;
+            cp_async16(b + 16u * (C::X + u), ok ? (const void *)(xsrc[k] + c * CHUNK) : (const void *)x, ok ? 16 : 0);
+        }
+    };
+
+    float yv[TN][TM][4], tot[TN][TM][4], par[TN][TM][4];
+    float sa[TN], sb[TN];
+    uint32_t za[TN], zb[TN];
+#pragma unroll
+    for (int j = 0; j < TN; j++) {
+        sa[j] = sb[j] = 0.0f;
+        za[j] = zb[j] = 0u;
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) yv[j][i][e] = tot[j][i][e] = par[j][i][e] = 0.0f;
+    }
+    int cur = -1, sp = s0;
+    int nxt = SEQ ? (int)((long long)sh.kc / splits) : c_fin; /* the next split boundary (SEQ) */
+
+    auto flush = [&]() {
+#pragma unroll
+        for (int j = 0; j < TN; j++)
+#pragma unroll
+            for (int i = 0; i < TM; i++) {
+                tot[j][i][0] = __fadd_rn(tot[j][i][0], __fmul_rn(sa[j], par[j][i][0]));
+                tot[j][i][1] = __fadd_rn(tot[j][i][1], __fmul_rn(sa[j], par[j][i][1]));
+                tot[j][i][2] = __fadd_rn(tot[j][i][2], __fmul_rn(sb[j], par[j][i][2]));
+                tot[j][i][3] = __fadd_rn(tot[j][i][3], __fmul_rn(sb[j], par[j][i][3]));
+            }
+    };
+    /* the end of split sp: y = p_0, then y = y + p_s (tile_store's order) */
+    auto join = [&]() {
+#pragma unroll
+        for (int j = 0; j < TN; j++)
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    yv[j][i][e] = sp == 0 ? tot[j][i][e] : __fadd_rn(yv[j][i][e], tot[j][i][e]);
+                    tot[j][i][e] = 0.0f;
+                }
+    };
+
+    const int nk = c_fin - c_beg;
+#pragma unroll 1
+    for (int p = 0; p < ST - 1; p++) {
+        if (p < nk) issue(c_beg + p, p);
+        cp_async_commit();
+    }
+    for (int it = 0; it < nk; it++) {
+        const int c = c_beg + it;
+        cp_async_wait<ST - 2>(); /* this thread's copies of chunk c have landed */
+        __syncthreads();         /* everyone's have; the slot refilled next was consumed by every warp */
+        if (it + ST - 1 < nk) issue(c + ST - 1, (it + ST - 1) % ST);
+        cp_async_commit();
+        if (SEQ && c == nxt) {
+            if (cur >= 0) flush();
+            cur = -1;
+            join();
+            sp++;
+            nxt = (int)((long long)sh.kc * (sp + 1) / splits);
+        }
+        const uint4 *st = gm_smem + (size_t)(it % ST) * C::STG;
+        uint4 w[TN], zw[TN];
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            w[j] = st[C::W + (wn * TN + j) * 32 + lane];
+            zw[j] = st[C::SZ + (wn * TN + j) * 8 + gr];
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint4 xc[TM];
+#pragma unroll
+            for (int i = 0; i < TM; i++) xc[i] = st[C::X + (h * C::ROWS_X + wm * 8 * TM + 8 * i + gr) * 4 + t];
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) {
+                const int kj = 2 * h + jj;
+                const int grp = min((c * 4 + kj) >> sh.gshift, sh.G - 1);
+                const bool fresh = grp != cur;
+                if (fresh) {
+                    if (cur >= 0) flush();
+                    cur = grp;
+#pragma unroll
+                    for (int j = 0; j < TN; j++) {
+                        const uint32_t va = h == 0 ? zw[j].x : zw[j].z, vb = h == 0 ? zw[j].y : zw[j].w;
+                        sa[j] = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
+                        sb[j] = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
+                        za[j] = (va >> 16) | (va & 0xFFFF0000u);
+                        zb[j] = (vb >> 16) | (vb & 0xFFFF0000u);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < TN; j++) {
+                    const uint32_t word = kj == 0 ? w[j].x : kj == 1 ? w[j].y : kj == 2 ? w[j].z : w[j].w;
+                    /* (1024 + q) - (1024 + z) = q - z exactly, as in half_mma */
+                    const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za[j]);
+                    const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, zb[j]);
+                    const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, za[j]);
+                    const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, zb[j]);
+#pragma unroll
+                    for (int i = 0; i < TM; i++) {
+                        const uint32_t b0 = jj ? xc[i].z : xc[i].x, b1 = jj ? xc[i].w : xc[i].y;
+#ifdef QG_CUDA_MUTANT_INT4_GEMM_STALE
+                        if (fresh && cur < 0) mma16816_c0(par[j][i], a0, a1, a2, a3, b0, b1);
+#else
+                        if (fresh) mma16816_c0(par[j][i], a0, a1, a2, a3, b0, b1);
+#endif
+                        else mma16816(par[j][i], a0, a1, a2, a3, b0, b1);
+                    }
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+    if (cur >= 0) flush();
+    if (SEQ) join();
+#pragma unroll
+    for (int j = 0; j < TN; j++) {
+        const int nt = nb0 + wn * TN + j;
+        if (nt >= sh.nt) continue;
+        const int mw = m0 + wm * 8 * TM;
+        if (SEQ) tile_store<TM>(yv[j], nt, 0, mw, M, sh, 1, nullptr, nullptr, y32, y16, lane, 0);
+        else tile_store<TM>(tot[j], nt, s0, mw, M, sh, splits, part, cnt, y32, y16, lane, (int)blockIdx.x * WM + wm);
+    }
 }
 
 /* x'[m][k'] = x[m][perm[k']] (act-order). */
@@ -601,18 +738,6 @@ int perm_of(const qg_w4a16 *L, int32_t *perm)
     return QG_ERR_ok;
 }
 
-template <int MT, int P, int MINB>
-int launch_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int splits, float *part, unsigned *cnt, float *y32,
-              uint16_t *y16, cudaStream_t st)
-{
-    const dev_shape d = dev_shape_of(w->s);
-    dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
-    w4a16_tc_kernel<MT, P, MINB>
-        <<<grid, WARPS * 32, 0, st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt, y32, y16);
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_kernel launch", e);
-}
-
 /* The ring kernel's dynamic shared memory (above the default 48 KB at M > 8): raised once per process,
  * before the first launch (not inside a stream capture). */
 int ring_attrs_once()
@@ -641,20 +766,68 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel launch", e);
 }
 
+/* The M > 16 kernel's shared memory (above 48 KB), raised once per process like ring_attrs_once. */
+template <int WN, int WM>
+int gemm_attrs_once()
+{
+    static const cudaError_t e = [] {
+        const int b = (int)gm_cfg<WN, WM>::SMEM;
+        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, b);
+        if (r == cudaSuccess) r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, b);
+        return r;
+    }();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_gemm_kernel shared memory", e);
+}
+
+template <int WN, int WM>
+int launch_gemm_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq, int splits, float *part, unsigned *cnt, float *y32,
+                   uint16_t *y16, cudaStream_t st)
+{
+    using C = gm_cfg<WN, WM>;
+    int rc = gemm_attrs_once<WN, WM>();
+    if (rc != QG_ERR_ok) return rc;
+    const dev_shape d = dev_shape_of(w->s);
+    dim3 grid((unsigned)ceil_div((size_t)M, (size_t)C::ROWS_X), (unsigned)ceil_div((size_t)d.nt, (size_t)C::NT), seq ? 1u : (unsigned)splits);
+    const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
+    if (seq) w4a16_tc_gemm_kernel<WN, WM, true><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, nullptr, nullptr, y32, y16);
+    else w4a16_tc_gemm_kernel<WN, WM, false><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_gemm_kernel launch", e);
+}
+
+/* M > 16: 8 warps of 2 x 4 mma tiles, as 8 x 1 (256 channels x 32 rows) up to M = 32, else 4 x 2 (128 x 64) */
+int launch_gemm_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, bool seq, int splits, float *part,
+                     unsigned *cnt, float *y32, uint16_t *y16, cudaStream_t st)
+{
+    if (mt_for <= 32) return launch_gemm_tc<8, 1>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
+    return launch_gemm_tc<4, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
+}
+
+/* SEQ (splits walked in order inside each CTA, no workspace) where the grid without split-K already has
+ * about a CTA per SM (128 tiles), or M needs more than one slice; never when the caller reads the
+ * partials back. Measured on the H100: at M = 256 on 4096 x 14336 (128 tiles, S = 8) SEQ takes 0.68x the
+ * time of the workspace path; at M = 64 (32 tiles) the workspace path wins. */
+bool gemm_seq(const qg_w4a16_tc_shape &s, size_t M, int S)
+{
+    if (M <= 16) return false;
+    if (S == 1 || M > (size_t)MSLICE) return true;
+    const size_t rows = M <= 32 ? 32 : 64, nts = M <= 32 ? 16 : 8;
+    return ceil_div(M, rows) * ceil_div(s.Np / ROWS, nts) >= 128;
+}
+
 int launch_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, int splits, float *part, unsigned *cnt,
                 float *y32, uint16_t *y16, cudaStream_t st)
 {
     /* m-tiles per warp from the whole call's M (register use only; no row's operations depend on it) */
     if (mt_for <= 8) return launch_ring<1>(w, x, rows, splits, part, cnt, y32, y16, st);
     if (mt_for <= 16) return launch_ring<2>(w, x, rows, splits, part, cnt, y32, y16, st);
-    if (mt_for <= 32) return launch_tc<4, 3, 3>(w, x, rows, splits, part, cnt, y32, y16, st);
-    return launch_tc<8, 2, 2>(w, x, rows, splits, part, cnt, y32, y16, st);
+    return launch_gemm_rows(w, x, rows, mt_for, false, splits, part, cnt, y32, y16, st);
 }
 
 size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int splits, void *ws, float *dy32, uint16_t *dy16,
-               cudaStream_t st, float **part_out)
+               cudaStream_t st, float **part_out, bool want_partials = false)
 {
     if (w == nullptr || w->qw == nullptr || dx == nullptr || (dy32 == nullptr && dy16 == nullptr) || M == 0)
         return QG_ERR_argument_invalid;
@@ -679,6 +852,10 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
     }
     float *part = (float *)p;
     if (part_out) *part_out = S > 1 ? part : nullptr;
+    if (!want_partials && gemm_seq(s, M, S)) {
+        if (part_out) *part_out = nullptr;
+        return launch_gemm_rows(w, x, (int)M, (int)M, true, S, nullptr, nullptr, dy32, dy16, st);
+    }
     if (S == 1) return launch_rows(w, x, (int)M, (int)M, 1, nullptr, nullptr, dy32, dy16, st);
     /* slices of MSLICE rows through one workspace of S x MSLICE x Np partials and the turnstile counters */
     unsigned *cnt = (unsigned *)(p + align256((size_t)S * ((size_t)M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4));
@@ -771,6 +948,7 @@ struct gemm_call {
     qg_w4a16_tc_shape s;
     size_t M;
     ptrdiff_t *part_at; /* out: byte offset of the split partials in the workspace, -1 when S = 1 */
+    bool partials;      /* the caller reads the split partials back: the workspace path at every M */
 };
 
 int launch_gemm(const void *ctx, void *const *dev, void *stream)
@@ -783,7 +961,7 @@ int launch_gemm(const void *ctx, void *const *dev, void *stream)
     if (rc != QG_ERR_ok) return rc;
     float *part = nullptr;
     void *ws = dev[WB_N + 3];
-    rc = gemm_async(&w, (const uint16_t *)dev[WB_N], c->M, 0, ws, (float *)dev[WB_N + 4], (uint16_t *)dev[WB_N + 5], st, &part);
+    rc = gemm_async(&w, (const uint16_t *)dev[WB_N], c->M, 0, ws, (float *)dev[WB_N + 4], (uint16_t *)dev[WB_N + 5], st, &part, c->partials);
     *c->part_at = part != nullptr ? (const unsigned char *)part - (const unsigned char *)ws : -1;
     return rc;
 }
@@ -803,6 +981,7 @@ int gemm_host(const qg_w4a16 *L, const uint16_t *x, size_t x_len, size_t M, floa
     if ((rc = repack_prep(L, &c.s, &hperm)) != QG_ERR_ok) return rc;
     c.M = M;
     c.part_at = &part_at;
+    c.partials = partials != nullptr;
     const size_t wsb = workspace_bytes_of(c.s, hperm != nullptr, M, 0);
     const bool ws_out = partials != nullptr && c.s.splits > 1;
     qg_cuda_buf bufs[WB_N + 6];

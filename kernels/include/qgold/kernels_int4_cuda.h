@@ -32,7 +32,8 @@
  * (or the split's) t = RN32(t + RN32(s * p)). Split-K: S = qg_w4a16_cuda_splits(N, K) contiguous ranges
  * of 64-column chunks; with S > 1 each split's t goes to a workspace and, through a turnstile (an integer
  * counter per tile), the warp that finishes the tile's last split adds them in split order 0, 1, .., S - 1
- * (float32, left to right), whichever split finished last; never float atomics. S depends on N and K only, and each
+ * (float32, left to right), whichever split finished last (or, in the M > 16 kernel with a large grid, one CTA walks
+ * the splits in order and adds each total as it ends: the same adds); never float atomics. S depends on N and K only, and each
  * output row's operations do not depend on M or on the other rows: batch-invariant and deterministic.
  */
 #ifndef QGOLD_KERNELS_INT4_CUDA_H
