@@ -8,7 +8,7 @@
  *              mma with an all-ones A), per sub-block of 32 (2 mma blocks for S, 2 for SX);
  *   Q6_K:      part = fma(a_g, S_g, part) per group of 16 (1 mma block each);
  *   Q8_K:      part = d * S with S one mma chain of 16 blocks over the super-block;
- * and acc = acc + part once per super-block. The 4 warps of a block share 16 rows: warp w takes the
+ * and acc = acc + part once per super-block. 4 warps share each 16-row tile: warp w takes the
  * super-blocks w, w + 4, ... in order, and the block adds the four totals in the order 0, 1, 2, 3 (a
  * split fixed by K alone). Every product, sum and scale product is a separate float32 rounding or one
  * mma block; with qgold's tensor-core model (u_acc = QG_MMA_U_ACC = 2^-21) the longest chain is at most
@@ -17,13 +17,20 @@
  * Fragments. A warp works on 16 rows (thread lane: rows g = lane/4 and g+8, k slots of t = lane%4). Inside a
  * 16-wide k chunk, mma slot 2t+i takes k = 4t+i and slot 2t+8+i takes k = 4t+2+i (i = 0, 1), for A
  * (codes) and B (activations) alike, so a thread reads 4 consecutive codes of each of its two rows and 4
- * consecutive activations of its column: the exact sum is unchanged by this fixed permutation. Both are
- * read straight from global memory (activations stay in L1/L2); the loop has no barrier.
+ * consecutive activations of its column: the exact sum is unchanged by this fixed permutation.
  *
- * Batch invariance by construction: every batch size 1..64 runs this kernel; a column's mma result
- * depends only on that column of B and of C, the column's flags only on its activations, and the
- * sequence of operations per (row, column) does not depend on how many n8 tiles (columns) the block
- * carries. Deterministic: no atomics.
+ * Two kernels, one sequence of operations per output. Batch 1..16 (x 16-byte aligned): k_kq_gemm_staged,
+ * a warp on 2 row tiles (32 rows a block), the activations of its next two super-blocks copied into
+ * warp-private shared memory by cp.async, the next super-block's weights in registers, one all-ones mma
+ * per column tile serving both row tiles. Batch 17..64: k_kq_gemm, a warp on one row tile, weights and
+ * activations read straight from global memory. QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2
+ * row tiles a warp) is a tuning knob; every value gives the same bits.
+ *
+ * Batch invariance by construction: a column's mma result depends only on that column of B and of C, the
+ * column's flags only on its activations, and the sequence of operations per (row, column) depends on
+ * neither the number of n8 column tiles nor the row tiles a warp carries nor which of the two kernels
+ * runs (gpu.kq_gemm.cuda compares every batch with the batch of 64 bit for bit). Deterministic: no
+ * atomics.
  *
  * Special values. Where a super-block's scales are not finite (Q8_K: |d| > 2^96, where d*q or d*S
  * may overflow) or a column's activations in it hold an inf or NaN, the sub-block decomposition would not
@@ -33,6 +40,7 @@
  */
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "common.cuh"
 #include "kquants_host.cuh"
@@ -411,12 +419,399 @@ __global__ void __launch_bounds__(WARPS * 32) k_kq_gemm(const uint8_t *__restric
         }
 }
 
+/* ---- The staged kernel (batch 1..16): the same operations per output as k_kq_gemm ----
+ *
+ * Each warp carries R row tiles of 16 rows (a block: 16 R rows, its 4 warps still the 4 phases of the
+ * super-blocks w, w + 4, ...), so one activation B fragment and one all-ones mma (SX) serve R tiles. The
+ * activations of the warp's next two super-blocks are copied into warp-private shared-memory stages by
+ * 16-byte cp.async while it works on the current one (three stages), and the next super-block's weight words are
+ * loaded into registers before the current one's mmas: no load waits inside the sub-block loop. (An L2
+ * prefetch of the weights two and four super-blocks further ahead was measured slower on the H100.) Per
+ * output the mma chains, fmas, special-value fallback, warp totals and the 0, 1, 2, 3 reduction are those
+ * of k_kq_gemm, so both kernels give the same bits (gpu.kq_gemm.cuda compares batches <= 16 with the batch
+ * of 64, which k_kq_gemm runs). */
+
+constexpr int XS = QK + 16;   /* halves per staged column: 544 bytes, so the 8-byte fragment reads of a warp are conflict-free */
+constexpr int XSTAGES = 3;    /* activation stages per warp: the copy for two super-blocks ahead is in flight */
+constexpr int STAGED_MAX_NT = 2;
+
+/* Weight words a thread keeps per row and super-block (the loads of superblock() above, in registers). */
+template <int T> struct wwords { static constexpr int n = T == QG_Q4_K ? 12 : T == QG_Q5_K ? 14 : 17; };
+
+template <int T>
+__device__ __forceinline__ void load_words(const uint8_t *p, int t, uint32_t (&v)[wwords<T>::n])
+{
+    if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
+        constexpr int QS = T == QG_Q4_K ? QG_Q4K_QS : QG_Q5K_QS;
+        const uint4 h = __ldg(reinterpret_cast<const uint4 *>(p));
+        v[0] = h.x;
+        v[1] = h.y;
+        v[2] = h.z;
+        v[3] = h.w;
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) v[4 + 2 * c + hh] = ld_u32(p + QS + 32 * c + 16 * hh + 4 * t);
+        if constexpr (T == QG_Q5_K) {
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) v[12 + hh] = ld_u32(p + QG_Q5K_QH + 16 * hh + 4 * t);
+        }
+    } else if constexpr (T == QG_Q6_K) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) v[4 * h + q] = ld_u32_a2(p + QG_Q6K_QL + 64 * h + 16 * q + 4 * t);
+#pragma unroll
+            for (int q = 0; q < 2; q++) v[8 + 2 * h + q] = ld_u32_a2(p + QG_Q6K_QH + 32 * h + 16 * q + 4 * t);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) v[12 + i] = ld_u32_a2(p + QG_Q6K_SCALES + 4 * i);
+        v[16] = (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(p + QG_Q6K_D));
+    } else {
+        v[0] = __ldg(reinterpret_cast<const uint32_t *>(p + QG_Q8K_D));
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) v[1 + 2 * j + hh] = ld_u32(p + QG_Q8K_QS + 32 * j + 16 * hh + 4 * t);
+    }
+}
+
+/* The row's scales take the special path (the tests of superblock() above). */
+template <int T>
+__device__ __forceinline__ bool special_scales(const uint32_t (&v)[wwords<T>::n])
+{
+    if constexpr (T == QG_Q4_K || T == QG_Q5_K) return f16_nonfinite(v[0]) || f16_nonfinite(v[0] >> 16);
+    else if constexpr (T == QG_Q6_K) return f16_nonfinite(v[16]);
+    else return !(fabsf(__uint_as_float(v[0])) <= 0x1p96f);
+}
+
+/* One super-block of the warp's R row tiles (words va/vb of rows g and g+8 of each tile) against the NT
+ * column tiles staged at xs: the operations of superblock() above, per output in the same order. */
+template <int T, int NT, int R>
+__device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords<T>::n], const uint32_t (&vb)[R][wwords<T>::n],
+                                                  const __half *xs, int g, int t, float (&part)[R][NT][4], uint32_t &xm)
+{
+    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float S[R][NT][4]; /* Q8_K: the chain over the 16 blocks */
+    /* fl[n] = fma(v, 0, fl[n]) over the lane's activations of column tile n: stays +-0 unless one of them
+     * is inf or NaN (inf * 0 and NaN propagate), the same test as any_nonfinite4 in fewer instructions */
+    __half2 fl[NT];
+    const __half2 hz = __float2half2_rn(0.0f);
+#pragma unroll
+    for (int n = 0; n < NT; n++) fl[n] = hz;
+    if constexpr (T == QG_Q8_K) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) S[r][n][i] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        uint2 b0[NT], b1[NT];
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            const __half *p = xs + (8 * n + g) * XS + 32 * j + 4 * t;
+            b0[n] = *reinterpret_cast<const uint2 *>(p);
+            b1[n] = *reinterpret_cast<const uint2 *>(p + 16);
+            fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b0[n].x), hz, fl[n]);
+            fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b0[n].y), hz, fl[n]);
+            fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b1[n].x), hz, fl[n]);
+            fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b1[n].y), hz, fl[n]);
+        }
+        if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
+            const uint32_t ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+            float sx[NT][4];
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                mma16816(sx[n], ones, b0[n].x, b0[n].y, zero);
+                mma16816(sx[n], ones, b1[n].x, b1[n].y, sx[n]);
+            }
+            const int c = j >> 1, hi = j & 1;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const uint4 ha = make_uint4(va[r][0], va[r][1], va[r][2], va[r][3]);
+                const uint4 hb = make_uint4(vb[r][0], vb[r][1], vb[r][2], vb[r][3]);
+                const float Da = h2f((uint16_t)ha.x), Dma = h2f((uint16_t)(ha.x >> 16));
+                const float Db = h2f((uint16_t)hb.x), Dmb = h2f((uint16_t)(hb.x >> 16));
+                uint32_t A[2][4];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const uint32_t qa = va[r][4 + 2 * c + h], qb = vb[r][4 + 2 * c + h];
+                    uint32_t a4 = hi ? (qa >> 4) & 0x0F0F0F0Fu : qa & 0x0F0F0F0Fu;
+                    uint32_t b4 = hi ? (qb >> 4) & 0x0F0F0F0Fu : qb & 0x0F0F0F0Fu;
+                    if constexpr (T == QG_Q5_K) {
+                        a4 |= ((va[r][12 + h] >> j) & 0x01010101u) << 4;
+                        b4 |= ((vb[r][12 + h] >> j) & 0x01010101u) << 4;
+                    }
+                    make_a(a4, b4, 0x64006400u, A[h]);
+                }
+                float sca, ma, scb, mb;
+                scale_min(ha, j, &sca, &ma);
+                scale_min(hb, j, &scb, &mb);
+                const float aa = __fmul_rn(Da, sca), ba = __fmul_rn(Dma, ma), ab = __fmul_rn(Db, scb), bbv = __fmul_rn(Dmb, mb);
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    float s[4];
+                    mma16816(s, A[0], b0[n].x, b0[n].y, zero);
+                    mma16816(s, A[1], b1[n].x, b1[n].y, s);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float a = i < 2 ? aa : ab, b = i < 2 ? ba : bbv;
+                        part[r][n][i] = __fmaf_rn(a, s[i], part[r][n][i]);
+                        part[r][n][i] = __fmaf_rn(-b, sx[n][i], part[r][n][i]);
+                    }
+                }
+            }
+        } else if constexpr (T == QG_Q6_K) {
+            const int h = j >> 2, quarter = j & 3;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float Da = h2f((uint16_t)va[r][16]), Db = h2f((uint16_t)vb[r][16]);
+                uint32_t A[2][4];
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const uint32_t la = va[r][4 * h + 2 * (quarter & 1) + hh], lb = vb[r][4 * h + 2 * (quarter & 1) + hh];
+                    uint32_t a6 = quarter < 2 ? la & 0x0F0F0F0Fu : (la >> 4) & 0x0F0F0F0Fu;
+                    uint32_t b6 = quarter < 2 ? lb & 0x0F0F0F0Fu : (lb >> 4) & 0x0F0F0F0Fu;
+                    a6 |= ((va[r][8 + 2 * h + hh] >> (2 * quarter)) & 0x03030303u) << 4;
+                    b6 |= ((vb[r][8 + 2 * h + hh] >> (2 * quarter)) & 0x03030303u) << 4;
+                    make_a(a6, b6, 0x64206420u, A[hh]); /* code - 32 */
+                }
+                const uint32_t *Sa = &va[r][12], *Sb = &vb[r][12];
+                const int ga = (int)(int8_t)((Sa[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
+                const int ga1 = (int)(int8_t)((Sa[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
+                const int gb = (int)(int8_t)((Sb[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
+                const int gb1 = (int)(int8_t)((Sb[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
+                const float a0a = __fmul_rn(Da, (float)ga), a1a = __fmul_rn(Da, (float)ga1);
+                const float a0b = __fmul_rn(Db, (float)gb), a1b = __fmul_rn(Db, (float)gb1);
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    float s0[4], s1[4];
+                    mma16816(s0, A[0], b0[n].x, b0[n].y, zero);
+                    mma16816(s1, A[1], b1[n].x, b1[n].y, zero);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        part[r][n][i] = __fmaf_rn(i < 2 ? a0a : a0b, s0[i], part[r][n][i]);
+                        part[r][n][i] = __fmaf_rn(i < 2 ? a1a : a1b, s1[i], part[r][n][i]);
+                    }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                uint32_t A[2][4];
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++)
+                    make_a(va[r][1 + 2 * j + hh] ^ 0x80808080u, vb[r][1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh]); /* (q + 128) - 128 */
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    mma16816(S[r][n], A[0], b0[n].x, b0[n].y, S[r][n]);
+                    mma16816(S[r][n], A[1], b1[n].x, b1[n].y, S[r][n]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+        if ((*reinterpret_cast<const uint32_t *>(&fl[n]) & 0x7C007C00u) != 0u) xm |= 1u << n;
+    if constexpr (T == QG_Q8_K) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float da = __uint_as_float(va[r][0]), db = __uint_as_float(vb[r][0]);
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) part[r][n][i] = __fmul_rn(i < 2 ? da : db, S[r][n][i]);
+        }
+    }
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(__cvta_generic_to_global(src)) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
+
+
+/* The activations of super-block sb (columns 0..batch-1) into a stage: lane l copies 16 bytes (k = 8l..8l+7)
+ * of each column. The caller checked that x is 16-byte aligned (cols is a multiple of 256). */
+__device__ __forceinline__ void stage_x(const __half *x, size_t cols, int batch, size_t sb, __half *dst, int lane)
+{
+    const __half *src = x + sb * QK + 8 * lane;
+    for (int c = 0; c < batch; c++) cp_async16(dst + c * XS + 8 * lane, src + (size_t)c * cols);
+}
+
+template <int T, int NT, int R>
+__global__ void __launch_bounds__(WARPS * 32) k_kq_gemm_staged(const uint8_t *__restrict__ w, size_t rows, size_t nb, size_t bbytes,
+                                                                const __half *__restrict__ x, size_t cols, int batch, float *y32,
+                                                                uint16_t *y16)
+{
+    constexpr int W = wwords<T>::n, NC = NT * 8, STAGE = NC * XS;
+    extern __shared__ __align__(16) unsigned char dyn_smem[];
+    __shared__ float red[WARPS - 1][R * NT * 4][32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    __half *xs = reinterpret_cast<__half *>(dyn_smem) + (size_t)warp * XSTAGES * STAGE;
+    /* columns past the batch stay zero in both stages (no copy writes them) */
+    for (int c = batch; c < NC; c++)
+#pragma unroll
+        for (int s = 0; s < XSTAGES; s++) reinterpret_cast<uint4 *>(xs + s * STAGE + c * XS)[lane] = make_uint4(0u, 0u, 0u, 0u);
+    size_t ra[R], rb[R];
+    const uint8_t *wa[R], *wb[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        ra[r] = (size_t)blockIdx.x * (16 * R) + 16 * (size_t)r + (size_t)g;
+        rb[r] = ra[r] + 8;
+        /* rows past the end load the last row (valid memory) and are not stored */
+        wa[r] = w + (ra[r] < rows ? ra[r] : rows - 1) * nb * bbytes;
+        wb[r] = w + (rb[r] < rows ? rb[r] : rows - 1) * nb * bbytes;
+    }
+    float acc[R][NT][4];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[r][n][i] = 0.0f;
+    uint32_t cva[R][W], cvb[R][W];
+    size_t sb = (size_t)warp;
+    if (sb < nb) {
+        stage_x(x, cols, batch, sb, xs, lane);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            load_words<T>(wa[r] + sb * bbytes, t, cva[r]);
+            load_words<T>(wb[r] + sb * bbytes, t, cvb[r]);
+        }
+    }
+    cp_async_commit();
+    if (sb + WARPS < nb) stage_x(x, cols, batch, sb + WARPS, xs + STAGE, lane);
+    cp_async_commit();
+    int cur = 0; /* stage of super-block sb; sb + 4 is in the next, sb + 8 goes to the one after */
+    for (; sb < nb; sb += WARPS) {
+        const size_t nx = sb + WARPS, ln = nx < nb ? nx : sb;
+        const int far = cur == 0 ? 2 : cur - 1;
+        if (sb + 2 * WARPS < nb) stage_x(x, cols, batch, sb + 2 * WARPS, xs + far * STAGE, lane);
+        cp_async_commit();
+        uint32_t nva[R][W], nvb[R][W];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            load_words<T>(wa[r] + ln * bbytes, t, nva[r]);
+            load_words<T>(wb[r] + ln * bbytes, t, nvb[r]);
+        }
+        cp_async_wait2(); /* this super-block's stage has landed (the two issued after it may still fly) */
+        __syncwarp();
+        float part[R][NT][4];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) part[r][n][i] = 0.0f;
+        uint32_t xm = 0;
+        superblock_staged<T, NT, R>(cva, cvb, xs + cur * STAGE, g, t, part, xm);
+        cur = cur == 2 ? 0 : cur + 1;
+        /* the column flags as in k_kq_gemm */
+        xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 1);
+        xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 2);
+        const uint32_t xm0 = __shfl_sync(0xFFFFFFFFu, xm, 8 * t), xm1 = __shfl_sync(0xFFFFFFFFu, xm, 8 * t + 4);
+        const __half *xsb = x + sb * QK;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const bool spa = special_scales<T>(cva[r]), spb = special_scales<T>(cvb[r]);
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int col = 8 * n + 2 * t + (i & 1);
+                    const bool xs_special = (((i & 1) ? xm1 : xm0) >> n) & 1u;
+                    if (((i < 2 ? spa : spb) || xs_special) && col < batch)
+                        part[r][n][i] = special_part<T>((i < 2 ? wa[r] : wb[r]) + sb * bbytes, xsb + (size_t)col * cols);
+                    acc[r][n][i] = __fadd_rn(acc[r][n][i], part[r][n][i]);
+                }
+        }
+        __syncwarp(); /* every lane is done with this stage before the next iteration's copy overwrites it */
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int e = 0; e < W; e++) {
+                cva[r][e] = nva[r][e];
+                cvb[r][e] = nvb[r][e];
+            }
+    }
+    if (warp > 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) red[warp - 1][(r * NT + n) * 4 + i][lane] = acc[r][n][i];
+    }
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float v = acc[r][n][i];
+#pragma unroll
+                for (int p = 0; p < WARPS - 1; p++) v = __fadd_rn(v, red[p][(r * NT + n) * 4 + i][lane]);
+                const int col = 8 * n + 2 * t + (i & 1);
+                const size_t row = i < 2 ? ra[r] : rb[r];
+                if (col < batch && row < rows) {
+                    if (y32) y32[(size_t)col * rows + row] = v;
+                    if (y16) y16[(size_t)col * rows + row] = f32_to_f16_bits(v);
+                }
+            }
+}
+
+/* Row tiles per warp of the staged kernel; QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at every batch
+ * (a tuning knob: every value gives the same bits). */
+int staged_tiles()
+{
+    const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
+    if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
+    return 2;
+}
+
+template <int T, int NT, int R>
+int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
+                  cudaStream_t s)
+{
+    static bool attr_set = false;
+    const int smem = WARPS * XSTAGES * NT * 8 * XS * (int)sizeof(__half);
+    if (!attr_set) {
+        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_staged<T, NT, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_staged)", e);
+        attr_set = true;
+    }
+    const unsigned grid = (unsigned)((rows + 16 * R - 1) / (16 * R));
+    k_kq_gemm_staged<T, NT, R><<<grid, WARPS * 32, smem, s>>>(w, rows, nb, bb, x, cols, batch, y32, y16);
+    return QG_ERR_ok;
+}
+
 template <int T>
 int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t batch, float *y32, uint16_t *y16, cudaStream_t s)
 {
     const size_t nb = cols / QK, bb = qg_kq_block_bytes((qg_ktype)T);
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    const int B = (int)batch;
+    const int B = (int)batch, tiles = staged_tiles();
+    if (batch <= 8 * STAGED_MAX_NT && tiles > 0 && ((uintptr_t)x & 15u) == 0) {
+        int rc = QG_ERR_ok;
+        switch (((batch + 7) / 8) * 4 + (size_t)tiles) {
+        case 5: rc = launch_staged<T, 1, 1>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
+        case 6: rc = launch_staged<T, 1, 2>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
+        case 9: rc = launch_staged<T, 2, 1>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
+        default: rc = launch_staged<T, 2, 2>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
+        }
+        if (rc != QG_ERR_ok) return rc;
+        const cudaError_t e = cudaGetLastError();
+        return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_staged launch", e);
+    }
     switch ((batch + 7) / 8) {
 #define QG_CASE(NT) \
     case NT: k_kq_gemm<T, NT><<<grid, WARPS * 32, 0, s>>>(w, rows, nb, bb, x, cols, B, y32, y16); break;
