@@ -127,6 +127,88 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
 
+/* The per-sub-block steps both gemm kernels share, so each output gets one sequence of operations.
+ * Q4_K/Q5_K sub-block j: the A fragments of rows g and g+8 from their two code words per 16-wide half h
+ * (low nibbles for even j, high for odd; Q5_K adds bit j of the qh words as bit 4). */
+template <int T>
+__device__ __forceinline__ void q45_frags(uint32_t qa0, uint32_t qa1, uint32_t qb0, uint32_t qb1, uint32_t qha0, uint32_t qha1,
+                                          uint32_t qhb0, uint32_t qhb1, int j, uint32_t (&A)[2][4])
+{
+    const int hi = j & 1;
+    const uint32_t qa[2] = {qa0, qa1}, qb[2] = {qb0, qb1}, qha[2] = {qha0, qha1}, qhb[2] = {qhb0, qhb1};
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        uint32_t va = hi ? (qa[h] >> 4) & 0x0F0F0F0Fu : qa[h] & 0x0F0F0F0Fu;
+        uint32_t vb = hi ? (qb[h] >> 4) & 0x0F0F0F0Fu : qb[h] & 0x0F0F0F0Fu;
+        if constexpr (T == QG_Q5_K) {
+            va |= ((qha[h] >> j) & 0x01010101u) << 4;
+            vb |= ((qhb[h] >> j) & 0x01010101u) << 4;
+        }
+        make_a(va, vb, 0x64006400u, A[h]);
+    }
+}
+
+/* Q4_K/Q5_K: the scale products of sub-block j of rows a and b, exact (kquants spec: an fp16 times a 6-bit
+ * integer): aa = Da sc_a, ba = Dma m_a, ab = Db sc_b, bb = Dmb m_b. */
+__device__ __forceinline__ void q45_scales(const uint4 &ha, const uint4 &hb, int j, float Da, float Dma, float Db, float Dmb, float &aa,
+                                           float &ba, float &ab, float &bb)
+{
+    float sca, ma, scb, mb;
+    scale_min(ha, j, &sca, &ma);
+    scale_min(hb, j, &scb, &mb);
+    aa = __fmul_rn(Da, sca), ba = __fmul_rn(Dma, ma), ab = __fmul_rn(Db, scb), bb = __fmul_rn(Dmb, mb);
+}
+
+/* Q4_K/Q5_K: part = fma(a, S, part), then part = fma(-b, SX, part) (D fragment: slots 0, 1 row g; 2, 3 row g+8). */
+__device__ __forceinline__ void q45_update(float (&part)[4], const float (&s)[4], const float (&sx)[4], float aa, float ba, float ab, float bb)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float a = i < 2 ? aa : ab, b = i < 2 ? ba : bb;
+        part[i] = __fmaf_rn(a, s[i], part[i]);
+        part[i] = __fmaf_rn(-b, sx[i], part[i]);
+    }
+}
+
+/* Q6_K step j (groups 2j, 2j+1): quarter q = j & 3 of half j >> 2; la/lb the ql words of the two 16-wide
+ * halves (low nibbles for quarters 0, 1, high for 2, 3), ha/hb the qh words (bits 2q, 2q+1 as bits 4, 5). */
+__device__ __forceinline__ void q6_frags(uint32_t la0, uint32_t la1, uint32_t lb0, uint32_t lb1, uint32_t ha0, uint32_t ha1, uint32_t hb0,
+                                         uint32_t hb1, int quarter, uint32_t (&A)[2][4])
+{
+    const uint32_t la[2] = {la0, la1}, lb[2] = {lb0, lb1}, ha[2] = {ha0, ha1}, hb[2] = {hb0, hb1};
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        uint32_t va = quarter < 2 ? la[hh] & 0x0F0F0F0Fu : (la[hh] >> 4) & 0x0F0F0F0Fu;
+        uint32_t vb = quarter < 2 ? lb[hh] & 0x0F0F0F0Fu : (lb[hh] >> 4) & 0x0F0F0F0Fu;
+        va |= ((ha[hh] >> (2 * quarter)) & 0x03030303u) << 4;
+        vb |= ((hb[hh] >> (2 * quarter)) & 0x03030303u) << 4;
+        make_a(va, vb, 0x64206420u, A[hh]); /* code - 32 */
+    }
+}
+
+/* Q6_K: the int8 group scales 2j and 2j+1 of rows a and b (Sa, Sb: their 4 scale words) times D, exact. */
+__device__ __forceinline__ void q6_scales(const uint32_t *Sa, const uint32_t *Sb, int j, float Da, float Db, float &a0a, float &a1a,
+                                          float &a0b, float &a1b)
+{
+    const int ga = (int)(int8_t)((Sa[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
+    const int ga1 = (int)(int8_t)((Sa[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
+    const int gb = (int)(int8_t)((Sb[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
+    const int gb1 = (int)(int8_t)((Sb[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
+    a0a = __fmul_rn(Da, (float)ga), a1a = __fmul_rn(Da, (float)ga1);
+    a0b = __fmul_rn(Db, (float)gb), a1b = __fmul_rn(Db, (float)gb1);
+}
+
+/* Q6_K: part = fma(a_2j, S_2j, part), then part = fma(a_2j+1, S_2j+1, part). */
+__device__ __forceinline__ void q6_update(float (&part)[4], const float (&s0)[4], const float (&s1)[4], float a0a, float a0b, float a1a,
+                                          float a1b)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        part[i] = __fmaf_rn(i < 2 ? a0a : a0b, s0[i], part[i]);
+        part[i] = __fmaf_rn(i < 2 ? a1a : a1b, s1[i], part[i]);
+    }
+}
+
 /* The exact float32 decode of element e of a block, as the reference (for the special-value path). */
 template <int T>
 __device__ float decode_one(const uint8_t *blk, int e)
@@ -221,23 +303,11 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
         const uint32_t ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const int c = j >> 1, hi = j & 1;
+            const int c = j >> 1;
             uint32_t A[2][4];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                uint32_t va = hi ? (qa[c][h] >> 4) & 0x0F0F0F0Fu : qa[c][h] & 0x0F0F0F0Fu;
-                uint32_t vb = hi ? (qb[c][h] >> 4) & 0x0F0F0F0Fu : qb[c][h] & 0x0F0F0F0Fu;
-                if constexpr (T == QG_Q5_K) {
-                    va |= ((qha[h] >> j) & 0x01010101u) << 4;
-                    vb |= ((qhb[h] >> j) & 0x01010101u) << 4;
-                }
-                make_a(va, vb, 0x64006400u, A[h]);
-            }
-            float sca, ma, scb, mb;
-            scale_min(ha, j, &sca, &ma);
-            scale_min(hb, j, &scb, &mb);
-            /* exact products (kquants spec): an fp16 times a 6-bit integer */
-            const float aa = __fmul_rn(Da, sca), ba = __fmul_rn(Dma, ma), ab = __fmul_rn(Db, scb), bbv = __fmul_rn(Dmb, mb);
+            q45_frags<T>(qa[c][0], qa[c][1], qb[c][0], qb[c][1], qha[0], qha[1], qhb[0], qhb[1], j, A);
+            float aa, ba, ab, bbv;
+            q45_scales(ha, hb, j, Da, Dma, Db, Dmb, aa, ba, ab, bbv);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 uint2 b0, b1;
@@ -247,12 +317,7 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
                 mma16816(s, A[1], b1.x, b1.y, s);
                 mma16816(sx, ones, b0.x, b0.y, zero);
                 mma16816(sx, ones, b1.x, b1.y, sx);
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const float a = i < 2 ? aa : ab, b = i < 2 ? ba : bbv;
-                    part[n][i] = __fmaf_rn(a, s[i], part[n][i]);
-                    part[n][i] = __fmaf_rn(-b, sx[i], part[n][i]);
-                }
+                q45_update(part[n], s, sx, aa, ba, ab, bbv);
             }
         }
     } else if constexpr (T == QG_Q6_K) {
@@ -283,24 +348,12 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int h = j >> 2, quarter = j & 3;
+            /* element l = 16hh + 4t + i of quarter `quarter` of half h: ql byte 64h + 32(quarter&1) + l */
+            const int p = 2 * (quarter & 1);
             uint32_t A[2][4];
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                /* element l = 16hh + 4t + i of quarter `quarter` of half h: ql byte 64h + 32(quarter&1) + l */
-                const uint32_t la = La[h][2 * (quarter & 1) + hh], lb = Lb[h][2 * (quarter & 1) + hh];
-                uint32_t va = quarter < 2 ? la & 0x0F0F0F0Fu : (la >> 4) & 0x0F0F0F0Fu;
-                uint32_t vb = quarter < 2 ? lb & 0x0F0F0F0Fu : (lb >> 4) & 0x0F0F0F0Fu;
-                va |= ((Ha[h][hh] >> (2 * quarter)) & 0x03030303u) << 4;
-                vb |= ((Hb[h][hh] >> (2 * quarter)) & 0x03030303u) << 4;
-                make_a(va, vb, 0x64206420u, A[hh]); /* code - 32 */
-            }
-            /* group scales 2j and 2j+1 (int8), exact products D * scale */
-            const int ga = (int)(int8_t)((Sa[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
-            const int ga1 = (int)(int8_t)((Sa[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
-            const int gb = (int)(int8_t)((Sb[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
-            const int gb1 = (int)(int8_t)((Sb[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
-            const float a0a = __fmul_rn(Da, (float)ga), a1a = __fmul_rn(Da, (float)ga1);
-            const float a0b = __fmul_rn(Db, (float)gb), a1b = __fmul_rn(Db, (float)gb1);
+            q6_frags(La[h][p], La[h][p + 1], Lb[h][p], Lb[h][p + 1], Ha[h][0], Ha[h][1], Hb[h][0], Hb[h][1], quarter, A);
+            float a0a, a1a, a0b, a1b;
+            q6_scales(Sa, Sb, j, Da, Db, a0a, a1a, a0b, a1b);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 uint2 b0, b1;
@@ -308,11 +361,7 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
                 float s0[4], s1[4];
                 mma16816(s0, A[0], b0.x, b0.y, zero);
                 mma16816(s1, A[1], b1.x, b1.y, zero);
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    part[n][i] = __fmaf_rn(i < 2 ? a0a : a0b, s0[i], part[n][i]);
-                    part[n][i] = __fmaf_rn(i < 2 ? a1a : a1b, s1[i], part[n][i]);
-                }
+                q6_update(part[n], s0, s1, a0a, a0b, a1a, a1b);
             }
         }
     } else {
@@ -528,7 +577,7 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
                 mma16816(sx[n], ones, b0[n].x, b0[n].y, zero);
                 mma16816(sx[n], ones, b1[n].x, b1[n].y, sx[n]);
             }
-            const int c = j >> 1, hi = j & 1;
+            const int c = j >> 1;
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 const uint4 ha = make_uint4(va[r][0], va[r][1], va[r][2], va[r][3]);
@@ -536,32 +585,17 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
                 const float Da = h2f((uint16_t)ha.x), Dma = h2f((uint16_t)(ha.x >> 16));
                 const float Db = h2f((uint16_t)hb.x), Dmb = h2f((uint16_t)(hb.x >> 16));
                 uint32_t A[2][4];
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const uint32_t qa = va[r][4 + 2 * c + h], qb = vb[r][4 + 2 * c + h];
-                    uint32_t a4 = hi ? (qa >> 4) & 0x0F0F0F0Fu : qa & 0x0F0F0F0Fu;
-                    uint32_t b4 = hi ? (qb >> 4) & 0x0F0F0F0Fu : qb & 0x0F0F0F0Fu;
-                    if constexpr (T == QG_Q5_K) {
-                        a4 |= ((va[r][12 + h] >> j) & 0x01010101u) << 4;
-                        b4 |= ((vb[r][12 + h] >> j) & 0x01010101u) << 4;
-                    }
-                    make_a(a4, b4, 0x64006400u, A[h]);
-                }
-                float sca, ma, scb, mb;
-                scale_min(ha, j, &sca, &ma);
-                scale_min(hb, j, &scb, &mb);
-                const float aa = __fmul_rn(Da, sca), ba = __fmul_rn(Dma, ma), ab = __fmul_rn(Db, scb), bbv = __fmul_rn(Dmb, mb);
+                /* Q4_K has no qh words: the last two arguments are unused there */
+                q45_frags<T>(va[r][4 + 2 * c], va[r][5 + 2 * c], vb[r][4 + 2 * c], vb[r][5 + 2 * c], va[r][wwords<T>::n - 2],
+                             va[r][wwords<T>::n - 1], vb[r][wwords<T>::n - 2], vb[r][wwords<T>::n - 1], j, A);
+                float aa, ba, ab, bbv;
+                q45_scales(ha, hb, j, Da, Dma, Db, Dmb, aa, ba, ab, bbv);
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
                     float s[4];
                     mma16816(s, A[0], b0[n].x, b0[n].y, zero);
                     mma16816(s, A[1], b1[n].x, b1[n].y, s);
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const float a = i < 2 ? aa : ab, b = i < 2 ? ba : bbv;
-                        part[r][n][i] = __fmaf_rn(a, s[i], part[r][n][i]);
-                        part[r][n][i] = __fmaf_rn(-b, sx[n][i], part[r][n][i]);
-                    }
+                    q45_update(part[r][n], s, sx[n], aa, ba, ab, bbv);
                 }
             }
         } else if constexpr (T == QG_Q6_K) {
@@ -569,33 +603,17 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 const float Da = h2f((uint16_t)va[r][16]), Db = h2f((uint16_t)vb[r][16]);
+                const int p = 4 * h + 2 * (quarter & 1), q = 8 + 2 * h;
                 uint32_t A[2][4];
-#pragma unroll
-                for (int hh = 0; hh < 2; hh++) {
-                    const uint32_t la = va[r][4 * h + 2 * (quarter & 1) + hh], lb = vb[r][4 * h + 2 * (quarter & 1) + hh];
-                    uint32_t a6 = quarter < 2 ? la & 0x0F0F0F0Fu : (la >> 4) & 0x0F0F0F0Fu;
-                    uint32_t b6 = quarter < 2 ? lb & 0x0F0F0F0Fu : (lb >> 4) & 0x0F0F0F0Fu;
-                    a6 |= ((va[r][8 + 2 * h + hh] >> (2 * quarter)) & 0x03030303u) << 4;
-                    b6 |= ((vb[r][8 + 2 * h + hh] >> (2 * quarter)) & 0x03030303u) << 4;
-                    make_a(a6, b6, 0x64206420u, A[hh]); /* code - 32 */
-                }
-                const uint32_t *Sa = &va[r][12], *Sb = &vb[r][12];
-                const int ga = (int)(int8_t)((Sa[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
-                const int ga1 = (int)(int8_t)((Sa[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
-                const int gb = (int)(int8_t)((Sb[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
-                const int gb1 = (int)(int8_t)((Sb[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
-                const float a0a = __fmul_rn(Da, (float)ga), a1a = __fmul_rn(Da, (float)ga1);
-                const float a0b = __fmul_rn(Db, (float)gb), a1b = __fmul_rn(Db, (float)gb1);
+                q6_frags(va[r][p], va[r][p + 1], vb[r][p], vb[r][p + 1], va[r][q], va[r][q + 1], vb[r][q], vb[r][q + 1], quarter, A);
+                float a0a, a1a, a0b, a1b;
+                q6_scales(&va[r][12], &vb[r][12], j, Da, Db, a0a, a1a, a0b, a1b);
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
                     float s0[4], s1[4];
                     mma16816(s0, A[0], b0[n].x, b0[n].y, zero);
                     mma16816(s1, A[1], b1[n].x, b1[n].y, zero);
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        part[r][n][i] = __fmaf_rn(i < 2 ? a0a : a0b, s0[i], part[r][n][i]);
-                        part[r][n][i] = __fmaf_rn(i < 2 ? a1a : a1b, s1[i], part[r][n][i]);
-                    }
+                    q6_update(part[r][n], s0, s1, a0a, a0b, a1a, a1b);
                 }
             }
         } else {
