@@ -22,9 +22,11 @@
  * Two kernels, one sequence of operations per output. Batch 1..16 (x 16-byte aligned): k_kq_gemm_staged,
  * a warp on 2 row tiles (32 rows a block), the activations of its next two super-blocks copied into
  * warp-private shared memory by cp.async, the next super-block's weights in registers, one all-ones mma
- * per column tile serving both row tiles. Batch 17..64: k_kq_gemm, a warp on one row tile, weights and
- * activations read straight from global memory. QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2
- * row tiles a warp) is a tuning knob; every value gives the same bits.
+ * per column tile serving both row tiles. Batch 17..32 (where the device has 204 KB of shared memory for
+ * a block): the staged kernel in blocks of 4 column groups of 8 columns, 16 warps. Batch 33..64:
+ * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory.
+ * QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
+ * QG_CUDA_KQ_MMA_COLGROUPS (0: k_kq_gemm at 17..32) are tuning knobs; every value gives the same bits.
  *
  * Batch invariance by construction: a column's mma result depends only on that column of B and of C, the
  * column's flags only on its activations, and the sequence of operations per (row, column) depends on
@@ -482,7 +484,6 @@ __global__ void __launch_bounds__(WARPS * 32) k_kq_gemm(const uint8_t *__restric
 
 constexpr int XS = QK + 16;   /* halves per staged column: 544 bytes, so the 8-byte fragment reads of a warp are conflict-free */
 constexpr int XSTAGES = 3;    /* activation stages per warp: the copy for two super-blocks ahead is in flight */
-constexpr int STAGED_MAX_NT = 2;
 
 /* Weight words a thread keeps per row and super-block (the loads of superblock() above, in registers). */
 template <int T> struct wwords { static constexpr int n = T == QG_Q4_K ? 12 : T == QG_Q5_K ? 14 : 17; };
@@ -663,16 +664,28 @@ __device__ __forceinline__ void stage_x(const __half *x, size_t cols, int batch,
     for (int c = 0; c < batch; c++) cp_async16(dst + c * XS + 8 * lane, src + (size_t)c * cols);
 }
 
-template <int T, int NT, int R>
-__global__ void __launch_bounds__(WARPS * 32) k_kq_gemm_staged(const uint8_t *__restrict__ w, size_t rows, size_t nb, size_t bbytes,
-                                                                const __half *__restrict__ x, size_t cols, int batch, float *y32,
-                                                                uint16_t *y16)
+/* Blocks of CG column groups (batch 17..32: CG = 4, one column tile and one row tile a warp): 4 CG warps,
+ * warp 4c + p the super-block phase p of columns NC c .. NC c + NC - 1, computed exactly as a block of
+ * CG = 1 on x and y shifted by NC c columns. The CG warps of one phase load the same weight words at
+ * about the same time (the weights still come from DRAM once); each warp stages and multiplies only its
+ * own columns, so its registers and shared memory are those of a batch of NC, and 16 warps fit on an SM
+ * where k_kq_gemm's one warp per 16 x 32 tile of outputs re-reads the activations from L2 at every
+ * sub-block. */
+template <int T, int NT, int R, int CG>
+__global__ void __launch_bounds__(WARPS * 32 * CG)
+    k_kq_gemm_staged(const uint8_t *__restrict__ w, size_t rows, size_t nb, size_t bbytes, const __half *__restrict__ x, size_t cols,
+                     int batch, float *y32, uint16_t *y16)
 {
     constexpr int W = wwords<T>::n, NC = NT * 8, STAGE = NC * XS;
     extern __shared__ __align__(16) unsigned char dyn_smem[];
-    __shared__ float red[WARPS - 1][R * NT * 4][32];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    __half *xs = reinterpret_cast<__half *>(dyn_smem) + (size_t)warp * XSTAGES * STAGE;
+    const int wid = threadIdx.x >> 5, warp = wid & (WARPS - 1), grp = wid / WARPS, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    /* this warp's column group: columns col0 .. col0 + gbatch - 1 of the call, as columns 0 .. gbatch - 1 */
+    const int col0 = grp * NC, gbatch = batch - col0 < NC ? batch - col0 : NC;
+    x += (size_t)col0 * cols;
+    if (y32) y32 += (size_t)col0 * rows;
+    if (y16) y16 += (size_t)col0 * rows;
+    batch = gbatch;
+    __half *xs = reinterpret_cast<__half *>(dyn_smem) + (size_t)wid * XSTAGES * STAGE;
     /* columns past the batch stay zero in both stages (no copy writes them) */
     for (int c = batch; c < NC; c++)
 #pragma unroll
@@ -759,6 +772,11 @@ __global__ void __launch_bounds__(WARPS * 32) k_kq_gemm_staged(const uint8_t *__
                 cvb[r][e] = nvb[r][e];
             }
     }
+    /* the warps' totals meet in the (now idle) stage memory: every cp.async has landed (the last wait
+     * before the last super-block left none in flight that writes a stage still read) */
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();
+    float(*red)[R * NT * 4][32] = reinterpret_cast<float(*)[R * NT * 4][32]>(dyn_smem) + (size_t)grp * (WARPS - 1);
     if (warp > 0) {
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -778,6 +796,12 @@ __global__ void __launch_bounds__(WARPS * 32) k_kq_gemm_staged(const uint8_t *__
                 float v = acc[r][n][i];
 #pragma unroll
                 for (int p = 0; p < WARPS - 1; p++) v = __fadd_rn(v, red[p][(r * NT + n) * 4 + i][lane]);
+#ifdef QG_CUDA_MUTANT_KQ_COLGROUP_ORDER
+                /* a GPU-machine mutant: the column groups add the phase totals 1, 0, 2, 3 (same terms, another
+                 * order: inside the bound, so only the bitwise comparisons with the batch of 64 can see it) */
+                if (CG > 1) v = __fadd_rn(__fadd_rn(__fadd_rn(red[0][(r * NT + n) * 4 + i][lane], acc[r][n][i]), red[1][(r * NT + n) * 4 + i][lane]),
+                                          red[2][(r * NT + n) * 4 + i][lane]);
+#endif
                 const int col = 8 * n + 2 * t + (i & 1);
                 const size_t row = i < 2 ? ra[r] : rb[r];
                 if (col < batch && row < rows) {
@@ -796,35 +820,75 @@ int staged_tiles()
     return 2;
 }
 
-template <int T, int NT, int R>
+/* Column groups for batch 17..32 (QG_CUDA_KQ_MMA_COLGROUPS = 0: k_kq_gemm there, as before the groups
+ * existed; same bits either way). */
+bool staged_colgroups()
+{
+    const char *env = getenv("QG_CUDA_KQ_MMA_COLGROUPS");
+    return !(env != nullptr && env[0] == '0' && env[1] == '\0');
+}
+
+/* The shared memory a block may opt in to on the current device (163 KB on sm_80, 227 KB on sm_90). */
+int smem_optin()
+{
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 48 * 1024;
+    }
+    return v;
+}
+
+template <int NT, int CG> constexpr int staged_smem() { return WARPS * CG * XSTAGES * NT * 8 * XS * (int)sizeof(__half); }
+
+template <int T, int NT, int R, int CG>
 int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
                   cudaStream_t s)
 {
     static bool attr_set = false;
-    const int smem = WARPS * XSTAGES * NT * 8 * XS * (int)sizeof(__half);
+    constexpr int smem = staged_smem<NT, CG>();
     if (!attr_set) {
-        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_staged<T, NT, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_staged<T, NT, R, CG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_staged)", e);
         attr_set = true;
     }
     const unsigned grid = (unsigned)((rows + 16 * R - 1) / (16 * R));
-    k_kq_gemm_staged<T, NT, R><<<grid, WARPS * 32, smem, s>>>(w, rows, nb, bb, x, cols, batch, y32, y16);
+    k_kq_gemm_staged<T, NT, R, CG><<<grid, WARPS * 32 * CG, smem, s>>>(w, rows, nb, bb, x, cols, batch, y32, y16);
     return QG_ERR_ok;
+}
+
+/* The staged kernel for this batch: column tiles per warp NT and column groups CG (0: none fits, run
+ * k_kq_gemm). Batch 1..8 one tile, 9..16 two tiles a warp, 17..32 four groups of one tile where the
+ * device has the shared memory for them (one row tile a warp there: with two, 128 registers a thread
+ * spill and measured slower on an H200, as did two groups of one tile at batch 9..16). */
+void staged_shape(size_t batch, bool groups, int optin, int *nt, int *cg)
+{
+    *nt = 0, *cg = 0;
+    if (batch <= 8) *nt = 1, *cg = 1;
+    else if (batch <= 16) *nt = 2, *cg = 1;
+    else if (batch <= 32 && groups && staged_smem<1, 4>() <= optin) *nt = 1, *cg = 4;
+    if (*nt != 0 && staged_smem<2, 1>() > optin) *nt = 0, *cg = 0; /* every shape above needs at least this much */
 }
 
 template <int T>
 int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t batch, float *y32, uint16_t *y16, cudaStream_t s)
 {
+    static const int optin = smem_optin();
     const size_t nb = cols / QK, bb = qg_kq_block_bytes((qg_ktype)T);
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
     const int B = (int)batch, tiles = staged_tiles();
-    if (batch <= 8 * STAGED_MAX_NT && tiles > 0 && ((uintptr_t)x & 15u) == 0) {
+    int nt = 0, cg = 0;
+    if (tiles > 0 && ((uintptr_t)x & 15u) == 0) staged_shape(batch, staged_colgroups(), optin, &nt, &cg);
+    if (nt > 0) {
         int rc = QG_ERR_ok;
-        switch (((batch + 7) / 8) * 4 + (size_t)tiles) {
-        case 5: rc = launch_staged<T, 1, 1>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
-        case 6: rc = launch_staged<T, 1, 2>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
-        case 9: rc = launch_staged<T, 2, 1>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
-        default: rc = launch_staged<T, 2, 2>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
+        switch (100 * nt + 10 * cg + tiles) {
+        case 111: rc = launch_staged<T, 1, 1, 1>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
+        case 112: rc = launch_staged<T, 1, 2, 1>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
+        case 141:
+        case 142: rc = launch_staged<T, 1, 1, 4>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
+        case 211: rc = launch_staged<T, 2, 1, 1>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
+        case 212:
+        default: rc = launch_staged<T, 2, 2, 1>(w, rows, nb, bb, x, cols, B, y32, y16, s); break;
         }
         if (rc != QG_ERR_ok) return rc;
         const cudaError_t e = cudaGetLastError();

@@ -3,9 +3,10 @@
  *
  * For every type, over shapes drawn from the pinned PRNG (rows not a multiple of 16, some blocks with
  * non-finite scales and some activations inf/NaN in the "special" shapes, and a large ordinary shape):
- *   - every batch 1, 2, 3, 4, 8, 16, 17, 32, 64 through qg_call_guarded (full write, no overrun, two runs
- *     equal), float32 and fp16 outputs within the bound of the row's numerics, with y* and the path's
- *     terms computed in float64 here (kq_gemm_bound.h);
+ *   - every batch 1, 2, 3, 4, 8, 9, 12, 16, 17, 25, 31, 32, 33, 64 (each kernel's first and last batch,
+ *     column groups whose last is partly or barely filled) through qg_call_guarded (full write, no
+ *     overrun, two runs equal), float32 and fp16 outputs within the bound of the row's numerics, with y*
+ *     and the path's terms computed in float64 here (kq_gemm_bound.h);
  *   - batch invariance: the first B columns of a batch B equal those of the batch of 64, and every column
  *     computed alone equals the same column inside the batch of 64;
  *   - rejected arguments (batch 0 and 65, cols not a multiple of 256, short buffer) with their errors.
@@ -84,7 +85,7 @@ static void make_x(uint16_t *x, size_t n, int special)
     }
 }
 
-static const size_t k_batches[] = {1, 2, 3, 4, 8, 16, 17, 32, 64};
+static const size_t k_batches[] = {1, 2, 3, 4, 8, 9, 12, 16, 17, 25, 31, 32, 33, 64};
 
 /* One shape: every batch, the bound, batch invariance. */
 static void check_shape(const qg_kernel *k, qg_ktype t, size_t rows, size_t cols, int special, int alone)
