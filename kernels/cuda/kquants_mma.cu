@@ -22,8 +22,8 @@
  * Two kernels, one sequence of operations per output. Batch 1..16 (x 16-byte aligned): k_kq_gemm_staged,
  * a warp on 2 row tiles (32 rows a block), the activations of its next two super-blocks copied into
  * warp-private shared memory by cp.async, the next super-block's weights in registers, one all-ones mma
- * per column tile serving both row tiles. Batch 17..32 (where the device has 204 KB of shared memory for
- * a block): the staged kernel in blocks of 4 column groups of 8 columns, 16 warps. Batch 33..64:
+ * per column tile serving both row tiles. Batch 17..32 (Q6_K 25..32; where the device has 204 KB of shared
+ * memory for a block): the staged kernel in blocks of 4 column groups of 8 columns, 16 warps. Else:
  * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory.
  * QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
  * QG_CUDA_KQ_MMA_COLGROUPS (0: k_kq_gemm at 17..32) are tuning knobs; every value gives the same bits.
@@ -797,9 +797,9 @@ __global__ void __launch_bounds__(WARPS * 32 * CG)
 #pragma unroll
                 for (int p = 0; p < WARPS - 1; p++) v = __fadd_rn(v, red[p][(r * NT + n) * 4 + i][lane]);
 #ifdef QG_CUDA_MUTANT_KQ_COLGROUP_ORDER
-                /* a GPU-machine mutant: the column groups add the phase totals 1, 0, 2, 3 (same terms, another
-                 * order: inside the bound, so only the bitwise comparisons with the batch of 64 can see it) */
-                if (CG > 1) v = __fadd_rn(__fadd_rn(__fadd_rn(red[0][(r * NT + n) * 4 + i][lane], acc[r][n][i]), red[1][(r * NT + n) * 4 + i][lane]),
+                /* a GPU-machine mutant: the column groups add the phase totals as ((t0 + t2) + t1) + t3 (same
+                 * terms, another order: inside the bound, so only the bitwise comparisons can see it) */
+                if (CG > 1) v = __fadd_rn(__fadd_rn(__fadd_rn(acc[r][n][i], red[1][(r * NT + n) * 4 + i][lane]), red[0][(r * NT + n) * 4 + i][lane]),
                                           red[2][(r * NT + n) * 4 + i][lane]);
 #endif
                 const int col = 8 * n + 2 * t + (i & 1);
@@ -860,13 +860,16 @@ int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __h
 /* The staged kernel for this batch: column tiles per warp NT and column groups CG (0: none fits, run
  * k_kq_gemm). Batch 1..8 one tile, 9..16 two tiles a warp, 17..32 four groups of one tile where the
  * device has the shared memory for them (one row tile a warp there: with two, 128 registers a thread
- * spill and measured slower on an H200, as did two groups of one tile at batch 9..16). */
-void staged_shape(size_t batch, bool groups, int optin, int *nt, int *cg)
+ * spill and measured slower on an H200, as did two groups of one tile at batch 9..16). Q6_K, whose
+ * group kernel spills at 128 registers, takes the groups from batch 25 only: at 17..24 k_kq_gemm's three
+ * column tiles measured faster, at 25..32 its four slower. */
+void staged_shape(qg_ktype t, size_t batch, bool groups, int optin, int *nt, int *cg)
 {
+    const size_t first_group_batch = t == QG_Q6_K ? 25 : 17;
     *nt = 0, *cg = 0;
     if (batch <= 8) *nt = 1, *cg = 1;
     else if (batch <= 16) *nt = 2, *cg = 1;
-    else if (batch <= 32 && groups && staged_smem<1, 4>() <= optin) *nt = 1, *cg = 4;
+    else if (batch >= first_group_batch && batch <= 32 && groups && staged_smem<1, 4>() <= optin) *nt = 1, *cg = 4;
     if (*nt != 0 && staged_smem<2, 1>() > optin) *nt = 0, *cg = 0; /* every shape above needs at least this much */
 }
 
@@ -878,7 +881,7 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
     const int B = (int)batch, tiles = staged_tiles();
     int nt = 0, cg = 0;
-    if (tiles > 0 && ((uintptr_t)x & 15u) == 0) staged_shape(batch, staged_colgroups(), optin, &nt, &cg);
+    if (tiles > 0 && ((uintptr_t)x & 15u) == 0) staged_shape((qg_ktype)T, batch, staged_colgroups(), optin, &nt, &cg);
     if (nt > 0) {
         int rc = QG_ERR_ok;
         switch (100 * nt + 10 * cg + tiles) {
