@@ -736,6 +736,38 @@ QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, 
     return kq_dsum_result(a);
 }
 
+/* The row dots again, compiled for AVX-512VL/BW (EVEX encodings): the same intrinsics and the same
+ * operations, but with 32 vector registers and the nibble and bit assembly's and/or pairs fused into
+ * VPTERNLOG by the compiler. Every step is an integer operation or a float intrinsic written out (no
+ * contraction), so the results are the same bits; on an AMD EPYC (Zen 4) the Q4_K/Q5_K/Q6_K dots took
+ * about 6%, 9% and 12% less time. Used where the CPU has AVX-512F, VL and BW unless QG_KQ_EVEX=0 (the tests run
+ * both). */
+#define KQ_EVEX __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
+KQ_EVEX static float kq_dot_row_q6_evex(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int bsums, const int pf)
+{
+    if (!bsums) return kq_dot_row_q6_quads(wrow, q8row, nb, 0, 0);
+    return pf ? kq_dot_row_q6_quads(wrow, q8row, nb, 1, 1) : kq_dot_row_q6_quads(wrow, q8row, nb, 1, 0);
+}
+KQ_EVEX static float kq_dot_row_q45_evex(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int q5, const int pf)
+{
+    if (q5) return pf ? kq_dot_row_q45_pairs(wrow, q8row, nb, 1, 1) : kq_dot_row_q45_pairs(wrow, q8row, nb, 1, 0);
+    return pf ? kq_dot_row_q45_pairs(wrow, q8row, nb, 0, 1) : kq_dot_row_q45_pairs(wrow, q8row, nb, 0, 0);
+}
+
+/* 1: the EVEX row dots. Decided once (CPU support and QG_KQ_EVEX); racing first calls agree. */
+static int kq_use_evex(void)
+{
+    static int state = -1;
+    int s = __atomic_load_n(&state, __ATOMIC_RELAXED);
+    if (s < 0) {
+        const char *env = getenv("QG_KQ_EVEX");
+        s = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+            !(env && strcmp(env, "0") == 0);
+        __atomic_store_n(&state, s, __ATOMIC_RELAXED);
+    }
+    return s;
+}
+
 /* The Q8_K GEMV's row (kquants_rows.h): the same steps, Q6_K with the bsums; on rows of 32 blocks and
  * more (a Q8_K row of 9 KB or more, which the streaming weights push out of L1) the next Q8_K blocks
  * are prefetched, shorter rows skip the hint (their Q8_K row stays in L1, and the prefetch instructions
@@ -743,6 +775,8 @@ QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, 
 #define KQ_HAVE_Q8G_ROW 1
 QG_INLINE float kq_q8g_row(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb)
 {
+    if (kq_use_evex())
+        return t == QG_Q6_K ? kq_dot_row_q6_evex(wrow, q8row, nb, 1, nb >= 32) : kq_dot_row_q45_evex(wrow, q8row, nb, t == QG_Q5_K, nb >= 32);
     if (t == QG_Q6_K) return nb >= 32 ? kq_dot_row_q6_quads(wrow, q8row, nb, 1, 1) : kq_dot_row_q6_quads(wrow, q8row, nb, 1, 0);
     if (nb >= 32) return kq_dot_row_q45_pairs(wrow, q8row, nb, t == QG_Q5_K, 1);
     return kq_dot_row_q45_pairs(wrow, q8row, nb, t == QG_Q5_K, 0);
@@ -764,12 +798,13 @@ int qg_kq_dot_q8k_avx2(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, si
 {
     if (S == NULL && M == NULL) { /* the common call, its loop compiled without the per-block stores */
         if (t == QG_Q6_K && wrow != NULL && q8row != NULL && result != NULL && qg_kq_check_shape(t, 1, cols, cols / QK * QG_Q6K_BYTES) == QG_ERR_ok) {
-            *result = kq_dot_row_q6_quads(wrow, q8row, cols / QK, 0, 0);
+            *result = kq_use_evex() ? kq_dot_row_q6_evex(wrow, q8row, cols / QK, 0, 0) : kq_dot_row_q6_quads(wrow, q8row, cols / QK, 0, 0);
             return QG_ERR_ok;
         }
         if ((t == QG_Q4_K || t == QG_Q5_K) && wrow != NULL && q8row != NULL && result != NULL &&
             qg_kq_check_shape(t, 1, cols, cols / QK * qg_kq_block_bytes(t)) == QG_ERR_ok) {
-            *result = t == QG_Q5_K ? kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 1, 0) : kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 0, 0);
+            if (kq_use_evex()) *result = kq_dot_row_q45_evex(wrow, q8row, cols / QK, t == QG_Q5_K, 0);
+            else *result = t == QG_Q5_K ? kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 1, 0) : kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 0, 0);
             return QG_ERR_ok;
         }
         return kq_dot_q8k(t, wrow, q8row, cols, NULL, NULL, result);
