@@ -6,8 +6,11 @@
 #
 #   QG_CUDA_ARCH   CUDA architectures to build (default: the runner's own GPU: 90a on Hopper, whose wgmma
 #                  kernels need the architecture-specific target, else native; e.g. "80;90a")
+#   QG_HDF5_PREFIX an HDF5 C library outside the system paths (DIR/include/hdf5.h, DIR/lib/libhdf5*.so and
+#                  the libraries it needs), for a runner without libhdf5-dev and without a network
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+[ -z "${QG_HDF5_PREFIX:-}" ] || export LD_LIBRARY_PATH="$QG_HDF5_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 T0=$(date +%s); TS=""
 timed() { # timed LABEL: says how long the previous step took, then opens the next one
     local now; now=$(date +%s)

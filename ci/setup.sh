@@ -11,6 +11,8 @@
 #                          with CMake and installed with ggml's public headers into .venv/ggml
 #   ci/setup.sh --offline  never touch the network (also chosen by itself when the package index does not
 #                          answer within a few seconds, and by QG_OFFLINE=1)
+#   QG_HDF5_PREFIX=DIR     an HDF5 C library outside the system paths (DIR/include, DIR/lib) instead of
+#                          libhdf5-dev; its libraries (and those they need) must be on LD_LIBRARY_PATH
 #
 # Installs with apt only what is missing; when everything is present it touches nothing and needs no
 # network (GPU runners often have none). Before returning it proves the toolchains by building: an HDF5
@@ -58,7 +60,10 @@ PY
 }
 
 have() { command -v "$1" >/dev/null 2>&1; }
-hdf5_header() { [ -f /usr/include/hdf5/serial/hdf5.h ] || [ -f /usr/include/hdf5.h ]; }
+# QG_HDF5_PREFIX: a copy of the HDF5 C library outside the system paths (PREFIX/include/hdf5.h,
+# PREFIX/lib/libhdf5*.so; CMake searches it first), for runners without libhdf5-dev and without a network.
+H5P=${QG_HDF5_PREFIX:-}
+hdf5_header() { { [ -n "$H5P" ] && [ -f "$H5P/include/hdf5.h" ]; } || [ -f /usr/include/hdf5/serial/hdf5.h ] || [ -f /usr/include/hdf5.h ]; }
 missing=()
 have cmake || missing+=(cmake)
 have make || missing+=(make)
@@ -106,9 +111,16 @@ fi
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 printf '#include <hdf5.h>\nint main(void){unsigned a,b,c;return H5get_libversion(&a,&b,&c)<0;}\n' >"$probe/h5.c"
-hinc=/usr/include/hdf5/serial; [ -d "$hinc" ] || hinc=/usr/include
-hlib=$(ls /usr/lib/"$(gcc -print-multiarch 2>/dev/null)"/libhdf5_serial.so /usr/lib/*/libhdf5_serial.so /usr/lib/*/libhdf5.so 2>/dev/null | head -n 1 || true)
-gcc -I"$hinc" "$probe/h5.c" -o "$probe/h5" ${hlib:+"$hlib"} ${hlib:--lhdf5} 2>"$probe/log" && "$probe/h5" ||
+if [ -n "$H5P" ] && [ -f "$H5P/include/hdf5.h" ]; then
+    hinc=$H5P/include
+    hlib=$(ls "$H5P"/lib/libhdf5_serial.so "$H5P"/lib/libhdf5.so 2>/dev/null | head -n 1 || true)
+    [ -n "$hlib" ] || die "QG_HDF5_PREFIX=$H5P: no lib/libhdf5_serial.so or lib/libhdf5.so there"
+else
+    hinc=/usr/include/hdf5/serial; [ -d "$hinc" ] || hinc=/usr/include
+    hlib=$(ls /usr/lib/"$(gcc -print-multiarch 2>/dev/null)"/libhdf5_serial.so /usr/lib/*/libhdf5_serial.so /usr/lib/*/libhdf5.so 2>/dev/null | head -n 1 || true)
+fi
+gcc -I"$hinc" "$probe/h5.c" -o "$probe/h5" ${hlib:+"$hlib"} ${hlib:--lhdf5} 2>"$probe/log" &&
+    LD_LIBRARY_PATH="${H5P:+$H5P/lib:}${LD_LIBRARY_PATH:-}" "$probe/h5" ||
     { cat "$probe/log" >&2; die "an HDF5 program does not link (libhdf5-dev)"; }
 if [ "$CROSS" = 1 ]; then
     printf '#include <stdio.h>\nint main(void){puts("aarch64 ok");return 0;}\n' >"$probe/a.c"
