@@ -63,7 +63,8 @@ have() { command -v "$1" >/dev/null 2>&1; }
 # QG_HDF5_PREFIX: a copy of the HDF5 C library outside the system paths (PREFIX/include/hdf5.h,
 # PREFIX/lib/libhdf5*.so; CMake searches it first), for runners without libhdf5-dev and without a network.
 H5P=${QG_HDF5_PREFIX:-}
-hdf5_header() { { [ -n "$H5P" ] && [ -f "$H5P/include/hdf5.h" ]; } || [ -f /usr/include/hdf5/serial/hdf5.h ] || [ -f /usr/include/hdf5.h ]; }
+[ -z "$H5P" ] || [ -f "$H5P/include/hdf5.h" ] || die "QG_HDF5_PREFIX=$H5P: no include/hdf5.h there"
+hdf5_header() { [ -n "$H5P" ] || [ -f /usr/include/hdf5/serial/hdf5.h ] || [ -f /usr/include/hdf5.h ]; }
 missing=()
 have cmake || missing+=(cmake)
 have make || missing+=(make)
@@ -111,7 +112,7 @@ fi
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 printf '#include <hdf5.h>\nint main(void){unsigned a,b,c;return H5get_libversion(&a,&b,&c)<0;}\n' >"$probe/h5.c"
-if [ -n "$H5P" ] && [ -f "$H5P/include/hdf5.h" ]; then
+if [ -n "$H5P" ]; then
     hinc=$H5P/include
     hlib=$(ls "$H5P"/lib/libhdf5_serial.so "$H5P"/lib/libhdf5.so 2>/dev/null | head -n 1 || true)
     [ -n "$hlib" ] || die "QG_HDF5_PREFIX=$H5P: no lib/libhdf5_serial.so or lib/libhdf5.so there"

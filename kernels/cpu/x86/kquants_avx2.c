@@ -740,19 +740,26 @@ QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, 
  * operations, but with 32 vector registers and the nibble and bit assembly's and/or pairs fused into
  * VPTERNLOG by the compiler. Every step is an integer operation or a float intrinsic written out (no
  * contraction), so the results are the same bits; on an AMD EPYC (Zen 4) the Q4_K/Q5_K/Q6_K dots took
- * about 6%, 9% and 12% less time. Used where the CPU has AVX-512F, VL and BW unless QG_KQ_EVEX=0 (the tests run
- * both). */
+ * about 6%, 9% and 12% less time. Used where the CPU has AVX-512F, VL and BW unless QG_KQ_EVEX=0 (the
+ * tests run both). */
 #define KQ_EVEX __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
-KQ_EVEX static float kq_dot_row_q6_evex(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int bsums, const int pf)
-{
-    if (!bsums) return kq_dot_row_q6_quads(wrow, q8row, nb, 0, 0);
-    return pf ? kq_dot_row_q6_quads(wrow, q8row, nb, 1, 1) : kq_dot_row_q6_quads(wrow, q8row, nb, 1, 0);
-}
-KQ_EVEX static float kq_dot_row_q45_evex(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int q5, const int pf)
-{
-    if (q5) return pf ? kq_dot_row_q45_pairs(wrow, q8row, nb, 1, 1) : kq_dot_row_q45_pairs(wrow, q8row, nb, 1, 0);
-    return pf ? kq_dot_row_q45_pairs(wrow, q8row, nb, 0, 1) : kq_dot_row_q45_pairs(wrow, q8row, nb, 0, 0);
-}
+
+/* One row's dot of type t (Q4_K, Q5_K, Q6_K) with the row loops' constant arguments fixed per call
+ * (bsums: Q6_K's -32 correction from the Q8_K bsums, the GEMV's own activations; pf: prefetch the next
+ * Q8_K blocks), defined once and built twice: for AVX2 (inlined where it is called, as before) and, out of
+ * line, for the EVEX extensions. */
+#define KQ_DEFINE_ROW_DOT(NAME, ATTR)                                                                                         \
+    ATTR float NAME(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int bsums, const int pf) \
+    {                                                                                                                        \
+        if (t == QG_Q6_K) {                                                                                                  \
+            if (!bsums) return kq_dot_row_q6_quads(wrow, q8row, nb, 0, 0);                                                   \
+            return pf ? kq_dot_row_q6_quads(wrow, q8row, nb, 1, 1) : kq_dot_row_q6_quads(wrow, q8row, nb, 1, 0);             \
+        }                                                                                                                    \
+        if (t == QG_Q5_K) return pf ? kq_dot_row_q45_pairs(wrow, q8row, nb, 1, 1) : kq_dot_row_q45_pairs(wrow, q8row, nb, 1, 0); \
+        return pf ? kq_dot_row_q45_pairs(wrow, q8row, nb, 0, 1) : kq_dot_row_q45_pairs(wrow, q8row, nb, 0, 0);               \
+    }
+KQ_DEFINE_ROW_DOT(kq_row_dot_avx2, QG_INLINE)
+KQ_DEFINE_ROW_DOT(kq_row_dot_evex, KQ_EVEX static)
 
 /* 1: the EVEX row dots. Decided once (CPU support and QG_KQ_EVEX); racing first calls agree. */
 static int kq_use_evex(void)
@@ -768,6 +775,11 @@ static int kq_use_evex(void)
     return s;
 }
 
+QG_INLINE float kq_row_dot(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int bsums, const int pf)
+{
+    return kq_use_evex() ? kq_row_dot_evex(t, wrow, q8row, nb, bsums, pf) : kq_row_dot_avx2(t, wrow, q8row, nb, bsums, pf);
+}
+
 /* The Q8_K GEMV's row (kquants_rows.h): the same steps, Q6_K with the bsums; on rows of 32 blocks and
  * more (a Q8_K row of 9 KB or more, which the streaming weights push out of L1) the next Q8_K blocks
  * are prefetched, shorter rows skip the hint (their Q8_K row stays in L1, and the prefetch instructions
@@ -775,11 +787,7 @@ static int kq_use_evex(void)
 #define KQ_HAVE_Q8G_ROW 1
 QG_INLINE float kq_q8g_row(const qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t nb)
 {
-    if (kq_use_evex())
-        return t == QG_Q6_K ? kq_dot_row_q6_evex(wrow, q8row, nb, 1, nb >= 32) : kq_dot_row_q45_evex(wrow, q8row, nb, t == QG_Q5_K, nb >= 32);
-    if (t == QG_Q6_K) return nb >= 32 ? kq_dot_row_q6_quads(wrow, q8row, nb, 1, 1) : kq_dot_row_q6_quads(wrow, q8row, nb, 1, 0);
-    if (nb >= 32) return kq_dot_row_q45_pairs(wrow, q8row, nb, t == QG_Q5_K, 1);
-    return kq_dot_row_q45_pairs(wrow, q8row, nb, t == QG_Q5_K, 0);
+    return kq_row_dot(t, wrow, q8row, nb, t == QG_Q6_K, nb >= 32);
 }
 
 #include "../kquants_rows.h"
@@ -797,14 +805,9 @@ int qg_kq_dequant_f16_avx2(qg_ktype t, const uint8_t *blocks, size_t nbytes, siz
 int qg_kq_dot_q8k_avx2(qg_ktype t, const uint8_t *wrow, const uint8_t *q8row, size_t cols, int32_t *S, int32_t *M, float *result)
 {
     if (S == NULL && M == NULL) { /* the common call, its loop compiled without the per-block stores */
-        if (t == QG_Q6_K && wrow != NULL && q8row != NULL && result != NULL && qg_kq_check_shape(t, 1, cols, cols / QK * QG_Q6K_BYTES) == QG_ERR_ok) {
-            *result = kq_use_evex() ? kq_dot_row_q6_evex(wrow, q8row, cols / QK, 0, 0) : kq_dot_row_q6_quads(wrow, q8row, cols / QK, 0, 0);
-            return QG_ERR_ok;
-        }
-        if ((t == QG_Q4_K || t == QG_Q5_K) && wrow != NULL && q8row != NULL && result != NULL &&
+        if ((t == QG_Q4_K || t == QG_Q5_K || t == QG_Q6_K) && wrow != NULL && q8row != NULL && result != NULL &&
             qg_kq_check_shape(t, 1, cols, cols / QK * qg_kq_block_bytes(t)) == QG_ERR_ok) {
-            if (kq_use_evex()) *result = kq_dot_row_q45_evex(wrow, q8row, cols / QK, t == QG_Q5_K, 0);
-            else *result = t == QG_Q5_K ? kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 1, 0) : kq_dot_row_q45_pairs(wrow, q8row, cols / QK, 0, 0);
+            *result = kq_row_dot(t, wrow, q8row, cols / QK, 0, 0);
             return QG_ERR_ok;
         }
         return kq_dot_q8k(t, wrow, q8row, cols, NULL, NULL, result);
