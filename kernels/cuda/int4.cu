@@ -6,7 +6,8 @@
  * of a warp takes one uint4 of codes (its four A fragments of four k-tiles; 512 contiguous bytes per
  * n-tile) and, per m-tile of 8 rows, one uint4 of x per 32-column half (its B fragments of two k-tiles);
  * it turns each nibble pair into fp16 (1024 + q) with a mask and an OR, and subtracts the fp16
- * (1024 + z): the exact integer q - z. The tensor core then sees exact inputs (e_k = 0). The mma blocks
+ * (1024 + z): the exact integer q - z (decode_ktile; the high nibbles of a byte by one exact fp16 fma
+ * instead of a shift). The tensor core then sees exact inputs (e_k = 0). The mma blocks
  * of one group accumulate into a float32 partial started at 0; at the group's end t = RN32(t + RN32(s * p))
  * with the fp16 scale s of the row. The file is built with --fmad=false and writes __fmul_rn/__fadd_rn.
  *
@@ -46,8 +47,9 @@ constexpr int ROWS = QG_W4A16_TC_ROWS;
 constexpr int CHUNK = QG_W4A16_TC_CHUNK;
 constexpr int WARPS = 4; /* warps per CTA: 4 n-tiles, 64 output channels */
 constexpr int MSLICE = QG_W4A16_TC_MSLICE;
-/* the shared-memory ring of the M <= 16 kernel: RING_NB groups of RING_B chunks (12 stages: 32 KB per CTA
- * at M = 1, 55 KB at M = 16) */
+/* the shared-memory ring of the M <= 16 kernel: RING_NB groups of RING_B chunks (12 stages: 43 KB per CTA
+ * at M <= 8, 55 KB at M = 9..16). Measured on the H100 and not kept: 8 x 2 (4 KB runs of codes a warp) and
+ * 4 x 4, 4 x 5 (deeper): at most 2% faster at M = 1 on 28672 x 8192, slower at M = 16 and on the other shapes. */
 constexpr int RING_B = 4, RING_NB = 3;
 /* CTAs of 4 warps the SMs of an H100 hold at once in the M <= 8 kernel (132 x 4): the split-K target */
 constexpr size_t CTA_SLOTS = 132 * 4;
@@ -134,17 +136,67 @@ __device__ __forceinline__ void tile_store(const float (&tot)[MT][4], int nt, in
     if (lane == 0) *c = 0u;
 }
 
+/* The A fragments of one k-tile from the lane's code word: rows gr (a0, a2) and gr + 8 (a1, a3), nibbles
+ * 0-3, 4-7, 8-11, 12-15 of each 16-bit half. Each is an exact integer q - z built from exact fp16 steps:
+ * a0, a2: (1024 + q) - (1024 + z), q placed in the mantissa of 1024 by a mask and an OR;
+ * a1, a3: (1024 + 16 q) * 2^-4 - (64 + z) in one fma, q placed at mantissa bits 4-7 (no shift); the
+ * product 64 + q and the sum q - z are exact, so the single rounding changes nothing.
+ * za: fp16 (1024 + z) pairs of row gr; zbn: fp16 -(64 + z) pairs of row gr + 8. */
+__device__ __forceinline__ uint32_t hfma2_bits(uint32_t a, uint32_t b, uint32_t c)
+{
+    __half2 r = __hfma2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b), *reinterpret_cast<__half2 *>(&c));
+    return *reinterpret_cast<uint32_t *>(&r);
+}
+
+__device__ __forceinline__ void decode_ktile(uint32_t word, uint32_t za, uint32_t zbn, uint32_t (&a)[4])
+{
+    const uint32_t w8 = word >> 8;
+    a[0] = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za);
+    a[1] = hfma2_bits((word & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, zbn);
+    a[2] = hsub2_bits((w8 & 0x000F000Fu) | 0x64006400u, za);
+    a[3] = hfma2_bits((w8 & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, zbn);
+}
+
+/* A group's scale s (low half) and fp16 (1024 + z) (high half) of the sz words of rows gr (va) and gr + 8
+ * (vb) -> the scales in float32, the pair (1024 + z, 1024 + z) of row gr and the pair -(64 + z) =
+ * 960 - (1024 + z) (exact) of row gr + 8. QG_CUDA_MUTANT_INT4_DECODE_ZERO (a GPU-machine mutant) takes
+ * row gr's zero for row gr + 8: gpu.int4_cuda.gemm fails on it. */
+__device__ __forceinline__ void group_words(uint32_t va, uint32_t vb, float &sa, float &sb, uint32_t &za, uint32_t &zbn)
+{
+    sa = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
+    sb = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
+    za = __byte_perm(va, 0u, 0x3232);
+#ifdef QG_CUDA_MUTANT_INT4_DECODE_ZERO
+    zbn = hsub2_bits(0x63806380u, __byte_perm(va, 0u, 0x3232));
+#else
+    zbn = hsub2_bits(0x63806380u, __byte_perm(vb, 0u, 0x3232));
+#endif
+}
+
+/* d = A B + c and d = A B + 0 (a group's first mma block: the same value as adding to a partial of +0) */
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    mma16816(d, a[0], a[1], a[2], a[3], b0, b1);
+}
+
+__device__ __forceinline__ void mma16816_c0(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
 /* The running state of one warp's split: per m-tile the split total tot and the open group's partial par
- * (D fragments), the open group cur and its scales (sa, sb: rows gr, gr + 8) and fp16 (1024 + z) pairs. */
+ * (D fragments), the open group cur and its scales (sa, sb: rows gr, gr + 8) and zero pairs (za, zbn). */
 template <int MT>
 struct w4a16_acc {
     float tot[MT][4], par[MT][4];
     int cur;
     float sa, sb;
-    uint32_t za, zb;
+    uint32_t za, zbn;
 };
 
-/* tot += RN32(s * par) for the open group; par back to +0 */
+/* tot += RN32(s * par) for the open group (the next group's first mma block starts from +0) */
 template <int MT>
 __device__ __forceinline__ void acc_flush(w4a16_acc<MT> &a)
 {
@@ -154,43 +206,38 @@ __device__ __forceinline__ void acc_flush(w4a16_acc<MT> &a)
         a.tot[i][1] = __fadd_rn(a.tot[i][1], __fmul_rn(a.sa, a.par[i][1]));
         a.tot[i][2] = __fadd_rn(a.tot[i][2], __fmul_rn(a.sb, a.par[i][2]));
         a.tot[i][3] = __fadd_rn(a.tot[i][3], __fmul_rn(a.sb, a.par[i][3]));
-        a.par[i][0] = a.par[i][1] = a.par[i][2] = a.par[i][3] = 0.0f;
     }
 }
 
 /* Half h of chunk c: its two k-tiles j = 2h, 2h + 1 in order. w: the lane's code words of the chunk, zw: the
  * sz words of rows gr, gr + 8 for the groups of k-tiles 0 (x, y) and 2 (z, w), xc: the lane's B fragments
- * of the half per m-tile. A group change flushes the open group first. Every kernel below calls this with
- * the same (c, h) sequence: the operations of an output do not depend on how its operands were loaded. */
+ * of the half per m-tile. Both k-tiles of a half lie in one group (G > 1 means g >= 32, two k-tiles), so
+ * the group is looked up once a half; a group change flushes the open group first and the new group's
+ * first mma block starts from +0. Both kernels below run this sequence per output for the same (c, h)
+ * sequence: the operations of an output do not depend on how its operands were loaded. */
 template <int MT>
 __device__ __forceinline__ void half_mma(w4a16_acc<MT> &a, int c, int h, const uint4 &w, const uint4 &zw, const uint4 (&xc)[MT],
                                          const dev_shape &sh)
 {
+    const int grp = min((c * 4 + 2 * h) >> sh.gshift, sh.G - 1);
+    const bool fresh = grp != a.cur;
+    if (fresh) {
+        if (a.cur >= 0) acc_flush<MT>(a);
+        a.cur = grp;
+        group_words(h == 0 ? zw.x : zw.z, h == 0 ? zw.y : zw.w, a.sa, a.sb, a.za, a.zbn);
+    }
 #pragma unroll
     for (int jj = 0; jj < 2; jj++) {
         const int j = 2 * h + jj;
-        const int kt = c * 4 + j;
-        const int grp = min(kt >> sh.gshift, sh.G - 1);
-        if (grp != a.cur) {
-            if (a.cur >= 0) acc_flush<MT>(a);
-            a.cur = grp;
-            const uint32_t va = h == 0 ? zw.x : zw.z, vb = h == 0 ? zw.y : zw.w;
-            a.sa = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
-            a.sb = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
-            a.za = (va >> 16) | (va & 0xFFFF0000u);
-            a.zb = (vb >> 16) | (vb & 0xFFFF0000u);
-        }
         const uint32_t word = j == 0 ? w.x : j == 1 ? w.y : j == 2 ? w.z : w.w;
-        /* (1024 + q) - (1024 + z) = q - z exactly; rows gr (registers 0, 2) and gr + 8 (1, 3) */
-        const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, a.za);
-        const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, a.zb);
-        const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, a.za);
-        const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, a.zb);
+        uint32_t A[4];
+        decode_ktile(word, a.za, a.zbn, A);
 #pragma unroll
         for (int i = 0; i < MT; i++) {
             const uint32_t b0 = jj ? xc[i].z : xc[i].x;
             const uint32_t b1 = jj ? xc[i].w : xc[i].y;
-            mma16816(a.par[i], a0, a1, a2, a3, b0, b1);
+            if (jj == 0 && fresh) mma16816_c0(a.par[i], A[0], A[1], A[2], A[3], b0, b1);
+            else mma16816(a.par[i], A, b0, b1);
         }
     }
 }
@@ -204,7 +251,7 @@ __device__ __forceinline__ void acc_init(w4a16_acc<MT> &a)
         for (int j = 0; j < 4; j++) a.tot[i][j] = 0.0f, a.par[i][j] = 0.0f;
     a.cur = -1;
     a.sa = a.sb = 0.0f;
-    a.za = a.zb = 0u;
+    a.za = a.zbn = 0u;
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int bytes)
@@ -224,12 +271,13 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 
 /* The CTA's shared-memory ring, per stage (one chunk) in uint4: the code words [warp][lane] (128), the sz
  * slots [warp][gr] (32; word t of a slot is copied by lane 4 gr + t: rows gr, gr + 8 of the groups of
- * k-tiles 0 and 2), then x [half][row r < R][t] (8 R; R = the CTA's rows of x, at most 8 MT). */
+ * k-tiles 0 and 2), then x [half][row r < 8 MT][t] (64 MT): rows below R (the CTA's rows of x) are copied
+ * every chunk, rows R .. 8 MT - 1 are set to zero once, so every lane loads its B fragments unconditionally. */
 constexpr int RING_W = 0, RING_SZ = WARPS * 32, RING_X = WARPS * 32 + WARPS * 8;
-__host__ __device__ constexpr int ring_stage_u4(int R) { return RING_X + 8 * R; }
+__host__ __device__ constexpr int ring_stage_u4(int MT) { return RING_X + 64 * MT; }
 
 template <int MT>
-size_t ring_smem_bytes(int R) { return (size_t)RING_B * RING_NB * ring_stage_u4(R) * 16; }
+size_t ring_smem_bytes() { return (size_t)RING_B * RING_NB * ring_stage_u4(MT) * 16; }
 
 /* Warp tiles of one n-tile and MT <= 2 m-tiles, for M <= 16. At small M the time is the
  * weight stream, and what it needs is many bytes in flight in long contiguous runs: the CTA copies every
@@ -256,7 +304,7 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     const int m0 = blockIdx.x * 8 * MT;
     const int c0 = (int)((long long)sh.kc * s / splits), c1 = (int)((long long)sh.kc * (s + 1) / splits);
     const int gr = lane >> 2, t = lane & 3;
-    const int STG = ring_stage_u4(R);
+    constexpr int STG = ring_stage_u4(MT), XR = 8 * MT;
 
     w4a16_acc<MT> acc;
     acc_init<MT>(acc);
@@ -264,13 +312,22 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     const uint4 *wp = qw + ((size_t)ntc * sh.kc + c0) * 32 + lane;
     /* this thread's sz word: row gr (t even) or gr + 8 (t odd), group of k-tile 0 (t < 2) or 2 */
     const uint32_t *szp = sz + ntc * ROWS + gr + 8 * (t & 1);
-    /* this thread's x slot (tid < 8 R): half xh, row xr0 of the CTA, lanes' column 8 xt */
+    /* this thread's x copy (tid < 8 R): half xh, row xrow of the CTA, the lanes' columns 8 xt .. + 7 */
     const int xq = tid, xh = xq / (4 * R), xrow = (xq % (4 * R)) >> 2, xt = xq & 3;
     const bool xissue = xq < 8 * R;
     const int xm = m0 + xrow;
     const bool xrow_ok = xissue && xm < M;
     const uint16_t *xp = x + (size_t)(xrow_ok ? xm : 0) * sh.K + 32 * xh + 8 * xt;
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(ring_smem);
+    const uint32_t off_w = 16u * (RING_W + tid), off_z = 16u * (RING_SZ + warp * 8 + gr) + 4u * t;
+    const uint32_t off_x = 16u * (RING_X + (xh * XR + xrow) * 4 + xt);
+    const int zk = 2 * (t >> 1);
+    /* x rows R .. XR - 1 of every stage: zero (never copied; ordered before any read by the first barrier) */
+    if (R < XR)
+        for (int i = tid; i < B * NB * 2 * XR * 4; i += WARPS * 32) {
+            const int u = i % (2 * XR * 4);
+            if ((u >> 2) % XR >= R) ring_smem[(i / (2 * XR * 4)) * STG + RING_X + u] = make_uint4(0, 0, 0, 0);
+        }
 
     auto issue_group = [&](int gi) { /* chunks c0 + B gi .. + B - 1 into ring group gi % NB */
         const int slot0 = (gi % NB) * B;
@@ -279,12 +336,11 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
             const int c = c0 + gi * B + k;
             if (c >= c1) break;
             const uint32_t b = base + (uint32_t)((slot0 + k) * STG) * 16u;
-            cp_async16(b + 16u * (RING_W + tid), wp + (size_t)(c - c0) * 32, 16);
-            const int kt = 4 * c + 2 * (t >> 1);
-            cp_async4(b + 16u * (RING_SZ + warp * 8 + gr) + 4u * t, szp + (size_t)min(kt >> sh.gshift, sh.G - 1) * sh.Np);
+            cp_async16(b + off_w, wp + (size_t)(c - c0) * 32, 16);
+            cp_async4(b + off_z, szp + (size_t)min((4 * c + zk) >> sh.gshift, sh.G - 1) * sh.Np);
             if (xissue) {
                 const bool ok = xrow_ok && c * CHUNK + 32 * xh + 8 * xt < sh.K; /* else zero-filled */
-                cp_async16(b + 16u * (RING_X + xq), ok ? (const void *)(xp + c * CHUNK) : (const void *)xp, ok ? 16 : 0);
+                cp_async16(b + off_x, ok ? (const void *)(xp + c * CHUNK) : (const void *)xp, ok ? 16 : 0);
             }
         }
     };
@@ -312,10 +368,7 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
             for (int h = 0; h < 2; h++) {
                 uint4 xc[MT];
 #pragma unroll
-                for (int i = 0; i < MT; i++) {
-                    const int r = 8 * i + gr;
-                    xc[i] = r < R ? st[RING_X + (h * R + r) * 4 + t] : make_uint4(0, 0, 0, 0);
-                }
+                for (int i = 0; i < MT; i++) xc[i] = st[RING_X + (h * XR + 8 * i + gr) * 4 + t];
                 half_mma<MT>(acc, c, h, w, zw, xc, sh);
             }
         }
@@ -345,28 +398,29 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
  * the first from the previous group's partial instead of +0: gpu.int4_cuda.gemm fails on it. */
 constexpr int GM_TN = 2, GM_TM = 4;
 
-template <int WN, int WM>
+template <int WN, int WM, int OCC = 1>
 struct gm_cfg {
     static constexpr int NT = GM_TN * WN, ROWS_X = 8 * GM_TM * WM, THREADS = 32 * WN * WM;
     static constexpr int W = 0, SZ = NT * 32, X = SZ + NT * 8, STG = X + 2 * ROWS_X * 4; /* in uint4 */
-    static constexpr int STAGES = 8; /* 104 to 112 KB; one CTA per SM at these register counts */
+    /* OCC = 1: 8 stages, 104 to 112 KB, one CTA per SM at 156 to 192 registers; OCC = 2 (the workspace
+     * path's 128 x 64 tiles): 6 stages, 78 KB and at most 128 registers, two CTAs per SM */
+    static constexpr int STAGES = OCC == 2 ? 6 : 8;
     static constexpr size_t SMEM = (size_t)STAGES * STG * 16;
 };
 
-__device__ __forceinline__ void mma16816_c0(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
-}
 
-template <int WN, int WM, bool SEQ>
-__global__ void __launch_bounds__(gm_cfg<WN, WM>::THREADS, 1)
+/* CTAs per SM of the workspace path (SEQ = false): 2 for the 128 x 64 tiles (M > 32: 0.65 -> 0.73x cuBLAS
+ * at M = 64 on 8192 x 8192, H100), 1 for the 256 x 32 tiles (two CTAs measured 3-7% slower at M = 17..32).
+ * The SEQ kernel keeps one (at 128 registers it spills). Same operations per output either way. */
+constexpr int gm_occ(int WN, int WM) { return WN == 4 && WM == 2 ? 2 : 1; }
+
+template <int WN, int WM, bool SEQ, int OCC = 1>
+__global__ void __launch_bounds__(gm_cfg<WN, WM, OCC>::THREADS, OCC)
     w4a16_tc_gemm_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz, const uint16_t *__restrict__ x, int M, dev_shape sh,
                          int splits, float *__restrict__ part, unsigned *__restrict__ cnt, float *__restrict__ y32,
                          uint16_t *__restrict__ y16)
 {
-    using C = gm_cfg<WN, WM>;
+    using C = gm_cfg<WN, WM, OCC>;
     constexpr int TN = GM_TN, TM = GM_TM, ST = C::STAGES;
     extern __shared__ uint4 gm_smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gr = lane >> 2, t = lane & 3;
@@ -426,11 +480,11 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM>::THREADS, 1)
 
     float yv[TN][TM][4], tot[TN][TM][4], par[TN][TM][4];
     float sa[TN], sb[TN];
-    uint32_t za[TN], zb[TN];
+    uint32_t za[TN], zbn[TN];
 #pragma unroll
     for (int j = 0; j < TN; j++) {
         sa[j] = sb[j] = 0.0f;
-        za[j] = zb[j] = 0u;
+        za[j] = zbn[j] = 0u;
 #pragma unroll
         for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -494,40 +548,32 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM>::THREADS, 1)
             uint4 xc[TM];
 #pragma unroll
             for (int i = 0; i < TM; i++) xc[i] = st[C::X + (h * C::ROWS_X + wm * 8 * TM + 8 * i + gr) * 4 + t];
+            /* one group lookup a half, as in half_mma */
+            const int grp = min((c * 4 + 2 * h) >> sh.gshift, sh.G - 1);
+            const bool fresh = grp != cur;
+            if (fresh) {
+                if (cur >= 0) flush();
+                cur = grp;
+#pragma unroll
+                for (int j = 0; j < TN; j++) group_words(h == 0 ? zw[j].x : zw[j].z, h == 0 ? zw[j].y : zw[j].w, sa[j], sb[j], za[j], zbn[j]);
+            }
 #pragma unroll
             for (int jj = 0; jj < 2; jj++) {
                 const int kj = 2 * h + jj;
-                const int grp = min((c * 4 + kj) >> sh.gshift, sh.G - 1);
-                const bool fresh = grp != cur;
-                if (fresh) {
-                    if (cur >= 0) flush();
-                    cur = grp;
-#pragma unroll
-                    for (int j = 0; j < TN; j++) {
-                        const uint32_t va = h == 0 ? zw[j].x : zw[j].z, vb = h == 0 ? zw[j].y : zw[j].w;
-                        sa[j] = __half2float(__ushort_as_half((uint16_t)(va & 0xFFFFu)));
-                        sb[j] = __half2float(__ushort_as_half((uint16_t)(vb & 0xFFFFu)));
-                        za[j] = (va >> 16) | (va & 0xFFFF0000u);
-                        zb[j] = (vb >> 16) | (vb & 0xFFFF0000u);
-                    }
-                }
 #pragma unroll
                 for (int j = 0; j < TN; j++) {
                     const uint32_t word = kj == 0 ? w[j].x : kj == 1 ? w[j].y : kj == 2 ? w[j].z : w[j].w;
-                    /* (1024 + q) - (1024 + z) = q - z exactly, as in half_mma */
-                    const uint32_t a0 = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za[j]);
-                    const uint32_t a1 = hsub2_bits(((word >> 4) & 0x000F000Fu) | 0x64006400u, zb[j]);
-                    const uint32_t a2 = hsub2_bits(((word >> 8) & 0x000F000Fu) | 0x64006400u, za[j]);
-                    const uint32_t a3 = hsub2_bits(((word >> 12) & 0x000F000Fu) | 0x64006400u, zb[j]);
+                    uint32_t A[4];
+                    decode_ktile(word, za[j], zbn[j], A);
 #pragma unroll
                     for (int i = 0; i < TM; i++) {
                         const uint32_t b0 = jj ? xc[i].z : xc[i].x, b1 = jj ? xc[i].w : xc[i].y;
 #ifdef QG_CUDA_MUTANT_INT4_GEMM_STALE
-                        if (fresh && cur < 0) mma16816_c0(par[j][i], a0, a1, a2, a3, b0, b1);
+                        if (jj == 0 && fresh && cur < 0) mma16816_c0(par[j][i], A[0], A[1], A[2], A[3], b0, b1);
 #else
-                        if (fresh) mma16816_c0(par[j][i], a0, a1, a2, a3, b0, b1);
+                        if (jj == 0 && fresh) mma16816_c0(par[j][i], A[0], A[1], A[2], A[3], b0, b1);
 #endif
-                        else mma16816(par[j][i], a0, a1, a2, a3, b0, b1);
+                        else mma16816(par[j][i], A, b0, b1);
                     }
                 }
             }
@@ -700,7 +746,9 @@ int splits_of(size_t N, size_t K)
 {
     /* As many splits as one round of CTAs of the M <= 8 kernel holds (floor(528 / CTAs per split), so all
      * CTAs are resident at once and none waits for a second round), at most 16 and with at least 4
-     * chunks (256 columns) per split; a function of N and K only, never of M or of the device. */
+     * chunks (256 columns) per split; a function of N and K only, never of M or of the device. Up to two
+     * rounds where each split keeps at least 32 chunks was measured on the H100: M = 1 gained up to 2% on
+     * 28672 x 8192, M = 16 to 64 lost up to 20% (more splits through the workspace at M > 16). */
     const size_t ctas_n = ceil_div(ceil_div(N, ROWS), WARPS), kc = ceil_div(K, CHUNK);
     size_t s = CTA_SLOTS / ctas_n;
     if (s > QG_W4A16_TC_MAX_SPLITS) s = QG_W4A16_TC_MAX_SPLITS;
@@ -738,14 +786,14 @@ int perm_of(const qg_w4a16 *L, int32_t *perm)
     return QG_ERR_ok;
 }
 
-/* The ring kernel's dynamic shared memory (above the default 48 KB at M > 8): raised once per process,
- * before the first launch (not inside a stream capture). */
+/* The ring kernel's dynamic shared memory (above the default 48 KB): raised once per process, before the
+ * first launch (not inside a stream capture). */
 int ring_attrs_once()
 {
     static const cudaError_t e = [] {
-        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_ring_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1>(8));
+        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_ring_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1>());
         if (r == cudaSuccess)
-            r = cudaFuncSetAttribute(w4a16_tc_ring_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2>(16));
+            r = cudaFuncSetAttribute(w4a16_tc_ring_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2>());
         return r;
     }();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel shared memory", e);
@@ -760,8 +808,8 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
     const dev_shape d = dev_shape_of(w->s);
     const int R = M < 8 * MT ? M : 8 * MT; /* rows of x of the fullest CTA */
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
-    w4a16_tc_ring_kernel<MT><<<grid, WARPS * 32, ring_smem_bytes<MT>(R), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits,
-                                                                             part, cnt, y32, y16, R);
+    w4a16_tc_ring_kernel<MT><<<grid, WARPS * 32, ring_smem_bytes<MT>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits,
+                                                                            part, cnt, y32, y16, R);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel launch", e);
 }
@@ -771,9 +819,11 @@ template <int WN, int WM>
 int gemm_attrs_once()
 {
     static const cudaError_t e = [] {
-        const int b = (int)gm_cfg<WN, WM>::SMEM;
-        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, b);
-        if (r == cudaSuccess) r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, b);
+        constexpr int occ = gm_occ(WN, WM);
+        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, false, occ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)gm_cfg<WN, WM, occ>::SMEM);
+        if (r == cudaSuccess)
+            r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gm_cfg<WN, WM>::SMEM);
         return r;
     }();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_gemm_kernel shared memory", e);
@@ -790,7 +840,9 @@ int launch_gemm_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, boo
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)C::ROWS_X), (unsigned)ceil_div((size_t)d.nt, (size_t)C::NT), seq ? 1u : (unsigned)splits);
     const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
     if (seq) w4a16_tc_gemm_kernel<WN, WM, true><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, nullptr, nullptr, y32, y16);
-    else w4a16_tc_gemm_kernel<WN, WM, false><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
+    else
+        w4a16_tc_gemm_kernel<WN, WM, false, gm_occ(WN, WM)><<<grid, C::THREADS, gm_cfg<WN, WM, gm_occ(WN, WM)>::SMEM, st>>>(
+            qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_gemm_kernel launch", e);
 }

@@ -21,7 +21,9 @@
  *     (KC = Kp / 64), lane 0..31 of the warp, k-tile j. With gr = lane / 4 and t = lane % 4, nibble p
  *     (bits 4p..4p+3) of the word holds A fragment element e = 2 (p % 4) + p / 4: row gr + 8 ((e / 2) % 2),
  *     k-slot 2 t + e % 2 + 8 (e / 4) of the 16 x 16 tile. So (word >> 4r) & 0x000F000F is fragment register
- *     r with its two codes in the two halves, and OR 0x64006400 makes it the fp16 pair (1024 + q0, 1024 + q1).
+ *     r with its two codes in the two halves, and OR 0x64006400 makes it the fp16 pair (1024 + q0, 1024 + q1)
+ *     (the kernels shift only by 8: registers 1 and 3 are masked in place, (1024 + 16 q) pairs, and one
+ *     fp16 fma by 2^-4 minus (64 + z) gives the same exact q - z).
  *   - sz: uint32 per (group, row), index grp * Np + n: bits 0..15 the fp16 scale, bits 16..31 the fp16
  *     value 1024 + z (exact: 0x6400 + z).
  *   - perm: K int32 (act-order only).
