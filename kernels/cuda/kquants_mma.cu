@@ -90,9 +90,8 @@ __device__ __forceinline__ uint32_t sbyte(const uint4 &h, int i)
 }
 
 /* 6-bit scale and min of sub-block j (kquants spec). */
-__device__ __forceinline__ void scale_min(const uint4 &h, int j, float *sc, float *m)
+__device__ __forceinline__ void scale_min(const uint4 &h, int j, uint32_t &s, uint32_t &mm)
 {
-    uint32_t s, mm;
     if (j < 4) {
         s = sbyte(h, j) & 63u;
         mm = sbyte(h, j + 4) & 63u;
@@ -100,8 +99,6 @@ __device__ __forceinline__ void scale_min(const uint4 &h, int j, float *sc, floa
         s = (sbyte(h, j + 4) & 15u) | ((sbyte(h, j - 4) >> 6) << 4);
         mm = (sbyte(h, j + 4) >> 4) | ((sbyte(h, j) >> 6) << 4);
     }
-    *sc = (float)s;
-    *m = (float)mm;
 }
 
 /* Four biased codes (bytes of v) of row g and four of row g+8 -> the A fragment: fp16 (1024 + u) built
@@ -112,6 +109,22 @@ __device__ __forceinline__ uint32_t hsub_bits(uint32_t a, uint32_t b)
     const __half2 r = __hsub2(*reinterpret_cast<const __half2 *>(&a), *reinterpret_cast<const __half2 *>(&b));
     return *reinterpret_cast<const uint32_t *>(&r);
 }
+
+__device__ __forceinline__ uint32_t hmul_bits(uint32_t a, uint32_t b)
+{
+    const __half2 r = __hmul2(*reinterpret_cast<const __half2 *>(&a), *reinterpret_cast<const __half2 *>(&b));
+    return *reinterpret_cast<const uint32_t *>(&r);
+}
+
+__device__ __forceinline__ uint32_t hfma_bits(uint32_t a, uint32_t b, uint32_t c)
+{
+    const __half2 r = __hfma2(*reinterpret_cast<const __half2 *>(&a), *reinterpret_cast<const __half2 *>(&b),
+                              *reinterpret_cast<const __half2 *>(&c));
+    return *reinterpret_cast<const uint32_t *>(&r);
+}
+
+/* An integer 0 <= v < 1024 in both halves of an fp16 pair: (1024 + v) - 1024, exact. */
+__device__ __forceinline__ uint32_t int_pair_h2(uint32_t v) { return hsub_bits((v * 0x00010001u) | 0x64006400u, 0x64006400u); }
 
 __device__ __forceinline__ void make_a(uint32_t v0, uint32_t v1, uint32_t bias2, uint32_t (&a)[4])
 {
@@ -131,13 +144,18 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
 
 /* The per-sub-block steps both gemm kernels share, so each output gets one sequence of operations.
  * Q4_K/Q5_K sub-block j: the A fragments of rows g and g+8 from their two code words per 16-wide half h
- * (low nibbles for even j, high for odd; Q5_K adds bit j of the qh words as bit 4). */
+ * (low nibbles for even j, high for odd; Q5_K adds bit j of the qh words as bit 4), each code times the
+ * sub-block's 6-bit scale: sc q <= 63 * 31 = 1953 < 2048, an exact fp16 integer. sa2/sb2 hold the scales
+ * of rows g and g+8 in both halves. sc q comes from one fused fp16 op, fma(1024 + q, sc, -1024 sc): an
+ * fma rounds its exact result once, and q sc is representable, so it is exact (the product alone may
+ * pass fp16's largest finite value for Q5_K; an fma has no intermediate rounding or overflow). */
 template <int T>
 __device__ __forceinline__ void q45_frags(uint32_t qa0, uint32_t qa1, uint32_t qb0, uint32_t qb1, uint32_t qha0, uint32_t qha1,
-                                          uint32_t qhb0, uint32_t qhb1, int j, uint32_t (&A)[2][4])
+                                          uint32_t qhb0, uint32_t qhb1, int j, uint32_t sa2, uint32_t sb2, uint32_t (&A)[2][4])
 {
     const int hi = j & 1;
     const uint32_t qa[2] = {qa0, qa1}, qb[2] = {qb0, qb1}, qha[2] = {qha0, qha1}, qhb[2] = {qhb0, qhb1};
+    const uint32_t na2 = hmul_bits(sa2, 0xE400E400u), nb2 = hmul_bits(sb2, 0xE400E400u); /* -1024 sc, exact */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         uint32_t va = hi ? (qa[h] >> 4) & 0x0F0F0F0Fu : qa[h] & 0x0F0F0F0Fu;
@@ -146,30 +164,34 @@ __device__ __forceinline__ void q45_frags(uint32_t qa0, uint32_t qa1, uint32_t q
             va |= ((qha[h] >> j) & 0x01010101u) << 4;
             vb |= ((qhb[h] >> j) & 0x01010101u) << 4;
         }
-        make_a(va, vb, 0x64006400u, A[h]);
+        A[h][0] = hfma_bits(__byte_perm(va, 0x64u, 0x4140u), sa2, na2); /* row g,   k 4t, 4t+1 */
+        A[h][1] = hfma_bits(__byte_perm(vb, 0x64u, 0x4140u), sb2, nb2); /* row g+8 */
+        A[h][2] = hfma_bits(__byte_perm(va, 0x64u, 0x4342u), sa2, na2); /* row g,   k 4t+2, 4t+3 */
+        A[h][3] = hfma_bits(__byte_perm(vb, 0x64u, 0x4342u), sb2, nb2); /* row g+8 */
     }
 }
 
-/* Q4_K/Q5_K: the scale products of sub-block j of rows a and b, exact (kquants spec: an fp16 times a 6-bit
- * integer): aa = Da sc_a, ba = Dma m_a, ab = Db sc_b, bb = Dmb m_b. */
-__device__ __forceinline__ void q45_scales(const uint4 &ha, const uint4 &hb, int j, float Da, float Dma, float Db, float Dmb, float &aa,
-                                           float &ba, float &ab, float &bb)
+/* Q4_K/Q5_K sub-block j of rows a and b: the scales (sa2, sb2) and the A fragment of the mins (m of row g
+ * in slots 0 and 2, of row g+8 in 1 and 3, both halves: every k of the sub-block carries the row's m). */
+__device__ __forceinline__ void q45_scales(const uint4 &ha, const uint4 &hb, int j, uint32_t &sa2, uint32_t &sb2, uint32_t (&M)[4])
 {
-    float sca, ma, scb, mb;
-    scale_min(ha, j, &sca, &ma);
-    scale_min(hb, j, &scb, &mb);
-    aa = __fmul_rn(Da, sca), ba = __fmul_rn(Dma, ma), ab = __fmul_rn(Db, scb), bb = __fmul_rn(Dmb, mb);
+    uint32_t sca, ma, scb, mb;
+    scale_min(ha, j, sca, ma);
+    scale_min(hb, j, scb, mb);
+    sa2 = int_pair_h2(sca), sb2 = int_pair_h2(scb);
+    M[0] = M[2] = int_pair_h2(ma);
+    M[1] = M[3] = int_pair_h2(mb);
+#ifdef QG_CUDA_MUTANT_KQ_MIN_ROW
+    M[1] = M[3] = M[0]; /* a GPU-machine mutant: row g's min also taken for row g + 8 */
+#endif
 }
 
-/* Q4_K/Q5_K: part = fma(a, S, part), then part = fma(-b, SX, part) (D fragment: slots 0, 1 row g; 2, 3 row g+8). */
-__device__ __forceinline__ void q45_update(float (&part)[4], const float (&s)[4], const float (&sx)[4], float aa, float ba, float ab, float bb)
+/* Q4_K/Q5_K, once per super-block: part = fma(-Dm, S2, D * S1) (D fragment: slots 0, 1 row g; 2, 3 row g+8). */
+__device__ __forceinline__ void q45_finish(float (&part)[4], const float (&s1)[4], const float (&s2)[4], float Da, float Dma, float Db,
+                                           float Dmb)
 {
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float a = i < 2 ? aa : ab, b = i < 2 ? ba : bb;
-        part[i] = __fmaf_rn(a, s[i], part[i]);
-        part[i] = __fmaf_rn(-b, sx[i], part[i]);
-    }
+    for (int i = 0; i < 4; i++) part[i] = __fmaf_rn(-(i < 2 ? Dma : Dmb), s2[i], __fmul_rn(i < 2 ? Da : Db, s1[i]));
 }
 
 /* Q6_K step j (groups 2j, 2j+1): quarter q = j & 3 of half j >> 2; la/lb the ql words of the two 16-wide
@@ -302,26 +324,29 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
                 qhb[h] = ld_u32(pb + QG_Q5K_QH + 16 * h + 4 * t);
             }
         }
-        const uint32_t ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+        float S1[NT][4], S2[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) S1[n][i] = S2[n][i] = 0.0f;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int c = j >> 1;
-            uint32_t A[2][4];
-            q45_frags<T>(qa[c][0], qa[c][1], qb[c][0], qb[c][1], qha[0], qha[1], qhb[0], qhb[1], j, A);
-            float aa, ba, ab, bbv;
-            q45_scales(ha, hb, j, Da, Dma, Db, Dmb, aa, ba, ab, bbv);
+            uint32_t A[2][4], M[4], sa2, sb2;
+            q45_scales(ha, hb, j, sa2, sb2, M);
+            q45_frags<T>(qa[c][0], qa[c][1], qb[c][0], qb[c][1], qha[0], qha[1], qhb[0], qhb[1], j, sa2, sb2, A);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 uint2 b0, b1;
                 load_b(xsb, cols, batch, 8 * n + g, 32 * j + 4 * t, n, b0, b1, xm);
-                float s[4], sx[4];
-                mma16816(s, A[0], b0.x, b0.y, zero);
-                mma16816(s, A[1], b1.x, b1.y, s);
-                mma16816(sx, ones, b0.x, b0.y, zero);
-                mma16816(sx, ones, b1.x, b1.y, sx);
-                q45_update(part[n], s, sx, aa, ba, ab, bbv);
+                mma16816(S1[n], A[0], b0.x, b0.y, S1[n]);
+                mma16816(S1[n], A[1], b1.x, b1.y, S1[n]);
+                mma16816(S2[n], M, b0.x, b0.y, S2[n]);
+                mma16816(S2[n], M, b1.x, b1.y, S2[n]);
             }
         }
+#pragma unroll
+        for (int n = 0; n < NT; n++) q45_finish(part[n], S1[n], S2[n], Da, Dma, Db, Dmb);
     } else if constexpr (T == QG_Q6_K) {
         const uint32_t da = (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(pa + QG_Q6K_D));
         const uint32_t db = (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(pb + QG_Q6K_D));
@@ -483,7 +508,13 @@ __global__ void __launch_bounds__(WARPS * 32) k_kq_gemm(const uint8_t *__restric
  * of 64, which k_kq_gemm runs). */
 
 constexpr int XS = QK + 16;   /* halves per staged column: 544 bytes, so the 8-byte fragment reads of a warp are conflict-free */
-constexpr int XSTAGES = 3;    /* activation stages per warp: the copy for two super-blocks ahead is in flight */
+/* Activation stages per warp: with 3 the copy for two super-blocks ahead is in flight, with 2 one. Q4_K
+ * at batch 9..16 takes 2 (70 KB a block instead of 104 KB; measured faster on an H100). */
+template <int T, int NT> __host__ __device__ constexpr int xstages() { return T == QG_Q4_K && NT >= 2 ? 2 : 3; }
+#ifndef QG_KQ_MINB
+#define QG_KQ_MINB 1
+#endif
+template <int T, int NT, int R> constexpr int staged_minb() { return T == QG_Q4_K && NT >= 2 && R >= 2 ? QG_KQ_MINB : 1; }
 
 /* Weight words a thread keeps per row and super-block (the loads of superblock() above, in registers). */
 template <int T> struct wwords { static constexpr int n = T == QG_Q4_K ? 12 : T == QG_Q5_K ? 14 : 17; };
@@ -542,20 +573,21 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
                                                   const __half *xs, int g, int t, float (&part)[R][NT][4], uint32_t &xm)
 {
     const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    float S[R][NT][4]; /* Q8_K: the chain over the 16 blocks */
+    /* Q8_K and Q4_K/Q5_K: the chain over the 16 blocks of (scaled) codes; Q4_K/Q5_K: S2 that of the mins */
+    float S[R][NT][4], S2[R][NT][4];
     /* fl[n] = fma(v, 0, fl[n]) over the lane's activations of column tile n: stays +-0 unless one of them
      * is inf or NaN (inf * 0 and NaN propagate), the same test as any_nonfinite4 in fewer instructions */
     __half2 fl[NT];
     const __half2 hz = __float2half2_rn(0.0f);
 #pragma unroll
     for (int n = 0; n < NT; n++) fl[n] = hz;
-    if constexpr (T == QG_Q8_K) {
+    if constexpr (T != QG_Q6_K) {
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int n = 0; n < NT; n++)
 #pragma unroll
-                for (int i = 0; i < 4; i++) S[r][n][i] = 0.0f;
+                for (int i = 0; i < 4; i++) S[r][n][i] = S2[r][n][i] = 0.0f;
     }
 #pragma unroll
     for (int j = 0; j < 8; j++) {
@@ -571,32 +603,22 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
             fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b1[n].y), hz, fl[n]);
         }
         if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
-            const uint32_t ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
-            float sx[NT][4];
-#pragma unroll
-            for (int n = 0; n < NT; n++) {
-                mma16816(sx[n], ones, b0[n].x, b0[n].y, zero);
-                mma16816(sx[n], ones, b1[n].x, b1[n].y, sx[n]);
-            }
             const int c = j >> 1;
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 const uint4 ha = make_uint4(va[r][0], va[r][1], va[r][2], va[r][3]);
                 const uint4 hb = make_uint4(vb[r][0], vb[r][1], vb[r][2], vb[r][3]);
-                const float Da = h2f((uint16_t)ha.x), Dma = h2f((uint16_t)(ha.x >> 16));
-                const float Db = h2f((uint16_t)hb.x), Dmb = h2f((uint16_t)(hb.x >> 16));
-                uint32_t A[2][4];
+                uint32_t A[2][4], M[4], sa2, sb2;
+                q45_scales(ha, hb, j, sa2, sb2, M);
                 /* Q4_K has no qh words: the last two arguments are unused there */
                 q45_frags<T>(va[r][4 + 2 * c], va[r][5 + 2 * c], vb[r][4 + 2 * c], vb[r][5 + 2 * c], va[r][wwords<T>::n - 2],
-                             va[r][wwords<T>::n - 1], vb[r][wwords<T>::n - 2], vb[r][wwords<T>::n - 1], j, A);
-                float aa, ba, ab, bbv;
-                q45_scales(ha, hb, j, Da, Dma, Db, Dmb, aa, ba, ab, bbv);
+                             va[r][wwords<T>::n - 1], vb[r][wwords<T>::n - 2], vb[r][wwords<T>::n - 1], j, sa2, sb2, A);
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
-                    float s[4];
-                    mma16816(s, A[0], b0[n].x, b0[n].y, zero);
-                    mma16816(s, A[1], b1[n].x, b1[n].y, s);
-                    q45_update(part[r][n], s, sx[n], aa, ba, ab, bbv);
+                    mma16816(S[r][n], A[0], b0[n].x, b0[n].y, S[r][n]);
+                    mma16816(S[r][n], A[1], b1[n].x, b1[n].y, S[r][n]);
+                    mma16816(S2[r][n], M, b0[n].x, b0[n].y, S2[r][n]);
+                    mma16816(S2[r][n], M, b1[n].x, b1[n].y, S2[r][n]);
                 }
             }
         } else if constexpr (T == QG_Q6_K) {
@@ -635,6 +657,15 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
 #pragma unroll
     for (int n = 0; n < NT; n++)
         if ((*reinterpret_cast<const uint32_t *>(&fl[n]) & 0x7C007C00u) != 0u) xm |= 1u << n;
+    if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float Da = h2f((uint16_t)va[r][0]), Dma = h2f((uint16_t)(va[r][0] >> 16));
+            const float Db = h2f((uint16_t)vb[r][0]), Dmb = h2f((uint16_t)(vb[r][0] >> 16));
+#pragma unroll
+            for (int n = 0; n < NT; n++) q45_finish(part[r][n], S[r][n], S2[r][n], Da, Dma, Db, Dmb);
+        }
+    }
     if constexpr (T == QG_Q8_K) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -653,7 +684,7 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(__cvta_generic_to_global(src)) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait2() { asm volatile("cp.async.wait_group 2;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 
 /* The activations of super-block sb (columns 0..batch-1) into a stage: lane l copies 16 bytes (k = 8l..8l+7)
@@ -672,11 +703,11 @@ __device__ __forceinline__ void stage_x(const __half *x, size_t cols, int batch,
  * where k_kq_gemm's one warp per 16 x 32 tile of outputs re-reads the activations from L2 at every
  * sub-block. */
 template <int T, int NT, int R, int CG>
-__global__ void __launch_bounds__(WARPS * 32 * CG)
+__global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb<T, NT, R>())
     k_kq_gemm_staged(const uint8_t *__restrict__ w, size_t rows, size_t nb, size_t bbytes, const __half *__restrict__ x, size_t cols,
                      int batch, float *y32, uint16_t *y16)
 {
-    constexpr int W = wwords<T>::n, NC = NT * 8, STAGE = NC * XS;
+    constexpr int W = wwords<T>::n, NC = NT * 8, STAGE = NC * XS, XSTAGES = xstages<T, NT>();
     extern __shared__ __align__(16) unsigned char dyn_smem[];
     const int wid = threadIdx.x >> 5, warp = wid & (WARPS - 1), grp = wid / WARPS, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     /* this warp's column group: columns col0 .. col0 + gbatch - 1 of the call, as columns 0 .. gbatch - 1 */
@@ -718,13 +749,16 @@ __global__ void __launch_bounds__(WARPS * 32 * CG)
         }
     }
     cp_async_commit();
-    if (sb + WARPS < nb) stage_x(x, cols, batch, sb + WARPS, xs + STAGE, lane);
-    cp_async_commit();
-    int cur = 0; /* stage of super-block sb; sb + 4 is in the next, sb + 8 goes to the one after */
+    if (XSTAGES == 3) {
+        if (sb + WARPS < nb) stage_x(x, cols, batch, sb + WARPS, xs + STAGE, lane);
+        cp_async_commit();
+    }
+    int cur = 0; /* stage of super-block sb; the next XSTAGES - 2 are in the following ones */
     for (; sb < nb; sb += WARPS) {
         const size_t nx = sb + WARPS, ln = nx < nb ? nx : sb;
-        const int far = cur == 0 ? 2 : cur - 1;
-        if (sb + 2 * WARPS < nb) stage_x(x, cols, batch, sb + 2 * WARPS, xs + far * STAGE, lane);
+        /* the stage after the last one in flight gets super-block sb + (XSTAGES - 1) WARPS */
+        const int far = cur == 0 ? XSTAGES - 1 : cur - 1;
+        if (sb + (XSTAGES - 1) * WARPS < nb) stage_x(x, cols, batch, sb + (XSTAGES - 1) * WARPS, xs + far * STAGE, lane);
         cp_async_commit();
         uint32_t nva[R][W], nvb[R][W];
 #pragma unroll
@@ -732,7 +766,7 @@ __global__ void __launch_bounds__(WARPS * 32 * CG)
             load_words<T>(wa[r] + ln * bbytes, t, nva[r]);
             load_words<T>(wb[r] + ln * bbytes, t, nvb[r]);
         }
-        cp_async_wait2(); /* this super-block's stage has landed (the two issued after it may still fly) */
+        cp_async_wait<XSTAGES - 1>(); /* this super-block's stage has landed (those issued after it may still fly) */
         __syncwarp();
         float part[R][NT][4];
 #pragma unroll
@@ -743,7 +777,7 @@ __global__ void __launch_bounds__(WARPS * 32 * CG)
                 for (int i = 0; i < 4; i++) part[r][n][i] = 0.0f;
         uint32_t xm = 0;
         superblock_staged<T, NT, R>(cva, cvb, xs + cur * STAGE, g, t, part, xm);
-        cur = cur == 2 ? 0 : cur + 1;
+        cur = cur == XSTAGES - 1 ? 0 : cur + 1;
         /* the column flags as in k_kq_gemm */
         xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 1);
         xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 2);
@@ -811,13 +845,15 @@ __global__ void __launch_bounds__(WARPS * 32 * CG)
             }
 }
 
-/* Row tiles per warp of the staged kernel; QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at every batch
+/* Row tiles per warp of the staged kernel: 2, except Q5_K at batch 1..8 (one tile: its two-tile kernel
+ * needs 168-179 registers there and measured 1.28-1.44x cuBLAS fp16 at batch 1 on an H100 against
+ * 1.65-1.81x with one). QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at every batch, 1 or 2 pins the tiles
  * (a tuning knob: every value gives the same bits). */
-int staged_tiles()
+int staged_tiles(qg_ktype t, size_t batch)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
-    return 2;
+    return t == QG_Q5_K && batch <= 8 ? 1 : 2;
 }
 
 /* Column groups for batch 17..32 (QG_CUDA_KQ_MMA_COLGROUPS = 0: k_kq_gemm there, as before the groups
@@ -839,14 +875,14 @@ int smem_optin()
     return v;
 }
 
-template <int NT, int CG> constexpr int staged_smem() { return WARPS * CG * XSTAGES * NT * 8 * XS * (int)sizeof(__half); }
+template <int T, int NT, int CG> constexpr int staged_smem() { return WARPS * CG * xstages<T, NT>() * NT * 8 * XS * (int)sizeof(__half); }
 
 template <int T, int NT, int R, int CG>
 int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
                   cudaStream_t s)
 {
     static bool attr_set = false;
-    constexpr int smem = staged_smem<NT, CG>();
+    constexpr int smem = staged_smem<T, NT, CG>();
     if (!attr_set) {
         const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_staged<T, NT, R, CG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_staged)", e);
@@ -869,8 +905,9 @@ void staged_shape(qg_ktype t, size_t batch, bool groups, int optin, int *nt, int
     *nt = 0, *cg = 0;
     if (batch <= 8) *nt = 1, *cg = 1;
     else if (batch <= 16) *nt = 2, *cg = 1;
-    else if (batch >= first_group_batch && batch <= 32 && groups && staged_smem<1, 4>() <= optin) *nt = 1, *cg = 4;
-    if (*nt != 0 && staged_smem<2, 1>() > optin) *nt = 0, *cg = 0; /* every shape above needs at least this much */
+    else if (batch >= first_group_batch && batch <= 32 && groups && staged_smem<QG_Q8_K, 1, 4>() <= optin) *nt = 1, *cg = 4;
+    /* every shape above needs at most this much (3 stages) */
+    if (*nt != 0 && staged_smem<QG_Q8_K, 2, 1>() > optin) *nt = 0, *cg = 0;
 }
 
 template <int T>
@@ -879,7 +916,7 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     static const int optin = smem_optin();
     const size_t nb = cols / QK, bb = qg_kq_block_bytes((qg_ktype)T);
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    const int B = (int)batch, tiles = staged_tiles();
+    const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch);
     int nt = 0, cg = 0;
     if (tiles > 0 && ((uintptr_t)x & 15u) == 0) staged_shape((qg_ktype)T, batch, staged_colgroups(), optin, &nt, &cg);
     if (nt > 0) {
