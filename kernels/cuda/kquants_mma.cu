@@ -1,18 +1,20 @@
 /* K-quant products for batch 1..64 on tensor cores (the `gemm` path).
  *
- * Spec: reference/spec/numerics.md, "K-quant products on tensor cores". Per 32-weight sub-block the
- * tensor core sees exact inputs: the integer codes q (|q| <= 255 after a bias, exact in fp16) and the
- * fp16 activations; mma.sync m16n8k16 (fp16 in, float32 accumulate) gives the partial sums sum_i q_i x_i
- * for 16 rows x 8 columns. The scales are applied in float32 on CUDA cores:
- *   Q4_K/Q5_K: part = fma(a, S, part); part = fma(-b, SX, part)  (a = D*sc, b = Dm*m, SX = sum x by an
- *              mma with an all-ones A), per sub-block of 32 (2 mma blocks for S, 2 for SX);
- *   Q6_K:      part = fma(a_g, S_g, part) per group of 16 (1 mma block each);
+ * Spec: reference/spec/numerics.md, "K-quant products on tensor cores". The tensor core sees exact
+ * inputs only: integer codes (|q| <= 255 after a bias), Q4_K/Q5_K codes times their 6-bit sub-block
+ * scale (sc q <= 1953) and the 6-bit mins, all exact fp16 integers, and the fp16 activations;
+ * mma.sync m16n8k16 (fp16 in, float32 accumulate) gives sums for 16 rows x 8 columns. The super-block
+ * scales are applied in float32 on CUDA cores:
+ *   Q4_K/Q5_K: S1 = sum_256 (sc q) x and S2 = sum_256 m x, two mma chains of 16 blocks over the
+ *              super-block; part = fma(-Dm, S2, D * S1);
+ *   Q6_K:      part = fma(a_g, S_g, part) per group of 16 (1 mma block each; the int8 group scale times
+ *              a code can need 13 bits, so it stays outside the tensor core);
  *   Q8_K:      part = d * S with S one mma chain of 16 blocks over the super-block;
  * and acc = acc + part once per super-block. 4 warps share each 16-row tile: warp w takes the
  * super-blocks w, w + 4, ... in order, and the block adds the four totals in the order 0, 1, 2, 3 (a
  * split fixed by K alone). Every product, sum and scale product is a separate float32 rounding or one
- * mma block; with qgold's tensor-core model (u_acc = QG_MMA_U_ACC = 2^-21) the longest chain is at most
- * K/16 + K/256 + 5, which is <= K for every K >= 256: the registry row declares d = K.
+ * mma block; with qgold's tensor-core model (u_acc = QG_MMA_U_ACC = 2^-21) the longest chain a term
+ * passes through is at most K/256 + 21, which is <= K for every K >= 256: the registry row declares d = K.
  *
  * Fragments. A warp works on 16 rows (thread lane: rows g = lane/4 and g+8, k slots of t = lane%4). Inside a
  * 16-wide k chunk, mma slot 2t+i takes k = 4t+i and slot 2t+8+i takes k = 4t+2+i (i = 0, 1), for A
@@ -20,9 +22,9 @@
  * consecutive activations of its column: the exact sum is unchanged by this fixed permutation.
  *
  * Two kernels, one sequence of operations per output. Batch 1..16 (x 16-byte aligned): k_kq_gemm_staged,
- * a warp on 2 row tiles (32 rows a block), the activations of its next two super-blocks copied into
- * warp-private shared memory by cp.async, the next super-block's weights in registers, one all-ones mma
- * per column tile serving both row tiles. Batch 17..32 (Q6_K 25..32; where the device has 204 KB of shared
+ * a warp on 2 row tiles (32 rows a block; Q5_K at batch 1..8 one), the activations of its next one or
+ * two super-blocks copied into warp-private shared memory by cp.async, the next super-block's weights
+ * in registers, one activation fragment serving every row tile. Batch 17..32 (Q6_K 25..32; where the device has 204 KB of shared
  * memory for a block): the staged kernel in blocks of 4 column groups of 8 columns, 16 warps. Else:
  * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory.
  * QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
@@ -498,7 +500,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_kq_gemm(const uint8_t *__restric
 /* ---- The staged kernel (batch 1..16): the same operations per output as k_kq_gemm ----
  *
  * Each warp carries R row tiles of 16 rows (a block: 16 R rows, its 4 warps still the 4 phases of the
- * super-blocks w, w + 4, ...), so one activation B fragment and one all-ones mma (SX) serve R tiles. The
+ * super-blocks w, w + 4, ...), so one activation B fragment serves R tiles. The
  * activations of the warp's next two super-blocks are copied into warp-private shared-memory stages by
  * 16-byte cp.async while it works on the current one (three stages), and the next super-block's weight words are
  * loaded into registers before the current one's mmas: no load waits inside the sub-block loop. (An L2
@@ -511,10 +513,7 @@ constexpr int XS = QK + 16;   /* halves per staged column: 544 bytes, so the 8-b
 /* Activation stages per warp: with 3 the copy for two super-blocks ahead is in flight, with 2 one. Q4_K
  * at batch 9..16 takes 2 (70 KB a block instead of 104 KB; measured faster on an H100). */
 template <int T, int NT> __host__ __device__ constexpr int xstages() { return T == QG_Q4_K && NT >= 2 ? 2 : 3; }
-#ifndef QG_KQ_MINB
-#define QG_KQ_MINB 1
-#endif
-template <int T, int NT, int R> constexpr int staged_minb() { return T == QG_Q4_K && NT >= 2 && R >= 2 ? QG_KQ_MINB : 1; }
+
 
 /* Weight words a thread keeps per row and super-block (the loads of superblock() above, in registers). */
 template <int T> struct wwords { static constexpr int n = T == QG_Q4_K ? 12 : T == QG_Q5_K ? 14 : 17; };
@@ -703,7 +702,7 @@ __device__ __forceinline__ void stage_x(const __half *x, size_t cols, int batch,
  * where k_kq_gemm's one warp per 16 x 32 tile of outputs re-reads the activations from L2 at every
  * sub-block. */
 template <int T, int NT, int R, int CG>
-__global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb<T, NT, R>())
+__global__ void __launch_bounds__(WARPS * 32 * CG)
     k_kq_gemm_staged(const uint8_t *__restrict__ w, size_t rows, size_t nb, size_t bbytes, const __half *__restrict__ x, size_t cols,
                      int batch, float *y32, uint16_t *y16)
 {
