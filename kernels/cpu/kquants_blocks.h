@@ -42,6 +42,18 @@ static inline int kq_dequant_args(qg_ktype t, const void *blocks, size_t nbytes,
     return qg_kq_check_shape(t, rows, cols, nbytes);
 }
 
+/* The dot's result with a NaN written as the quiet NaN 0x7FC00000: which NaN a float sum ends in
+ * depends on the operand order the compiler picks inside each instruction, so only the canonical one
+ * keeps a dot's bits the same across its code paths (with and without S/M outputs). */
+static inline float kq_dot_nan(float r)
+{
+    if (r != r) {
+        const uint32_t q = 0x7FC00000u;
+        memcpy(&r, &q, 4);
+    }
+    return r;
+}
+
 /* ---- block bytes --------------------------------------------------------------------------------- */
 
 static inline uint16_t kq_ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

@@ -28,8 +28,8 @@
  *   typedef ... kq_dsum;  kq_dsum kq_dsum_zero(void);  float kq_dsum_result(kq_dsum a);
  *   kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, int q5, int32_t *S, int32_t *M);
  *   kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, int32_t *S);
- *       the dot's float sums (sumS, sumM), both +0 at the start, the step of one block (its exact S_i,
- *       M_i also written to *S, *M where not NULL) and the result sumS - sumM, exactly as the dot float
+ *       the dot's float sums (the four partial pairs), all +0 at the start, the step of one block (its
+ *       exact S_i, M_i also written to *S, *M where not NULL) and the result, exactly as the dot float
  *       order below states;
  *   void kq_gemv_block(const kq_prep *p, int R, int G, int op, int sh, int q4, const float *const *xb,
  *                      kq_v8 acc[2][MAXG][2]);
@@ -65,9 +65,13 @@
  * dequantizes each block of a row pair once into a float32 buffer, then runs the columns in pairs over
  * both rows. Rows are split over qg_threads() threads (threads.h), each row computed whole by one thread.
  *
- * Dot float order: per block i in order, with S_i, M_i the exact integers,
- *   sumS = fma(D_i*dy_i, (float)S_i, sumS), and for Q4_K/Q5_K sumM = fma(Dm_i*dy_i, (float)M_i, sumM);
- *   result = sumS - sumM (both start at +0). (float)S_i is exact up to 2^24 and rounded once above.
+ * Dot float order: four partial pairs (sumS_p, sumM_p), p = 0..3, all +0 at the start; per block i in
+ * order, with S_i, M_i the exact integers and p = i mod 4,
+ *   sumS_p = fma(D_i*dy_i, (float)S_i, sumS_p), and for Q4_K/Q5_K sumM_p = fma(Dm_i*dy_i, (float)M_i, sumM_p);
+ *   result = ((sumS_0 + sumS_1) + (sumS_2 + sumS_3)) - ((sumM_0 + sumM_1) + (sumM_2 + sumM_3)).
+ * (float)S_i is exact up to 2^24 and rounded once above; a NaN result is written as 0x7FC00000. Four
+ * independent chains instead of one: a vector unit takes four blocks' steps in one fma, where one chain
+ * waits on each fma's latency.
  *
  * Every ISA file follows these orders, so on finite data the GEMV outputs and dot results of all CPU
  * backends are the same bits.
@@ -142,12 +146,16 @@ static inline int kq_dequant(qg_ktype t, const uint8_t *blocks, size_t nbytes, s
 /* The dot's float sums (sumS, sumM) and one block's step of them, as scalars (an ISA file may keep them
  * in its registers instead: see the contract above). */
 typedef struct {
-    float s, m;
+    float s[4], m[4];
+    size_t n;
 } kq_dsum;
 
-static inline kq_dsum kq_dsum_zero(void) { return (kq_dsum){0.0f, 0.0f}; }
+static inline kq_dsum kq_dsum_zero(void) { return (kq_dsum){{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}, 0}; }
 
-static inline float kq_dsum_result(kq_dsum a) { return a.s - a.m; }
+static inline float kq_dsum_result(kq_dsum a)
+{
+    return kq_dot_nan(((a.s[0] + a.s[1]) + (a.s[2] + a.s[3])) - ((a.m[0] + a.m[1]) + (a.m[2] + a.m[3])));
+}
 
 static inline float kq_q8k_d(const uint8_t *yb)
 {
@@ -162,8 +170,9 @@ QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, co
     const float dy = kq_q8k_d(yb);
     int32_t Si, Mi;
     kq_dot_block_q45(wb, yb, q5, &Si, &Mi);
-    a.s = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_D)) * dy, (float)Si, a.s);
-    a.m = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_DMIN)) * dy, (float)Mi, a.m);
+    const size_t p = a.n++ & 3;
+    a.s[p] = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_D)) * dy, (float)Si, a.s[p]);
+    a.m[p] = kq_fma(kq_f16(kq_ld16(wb + QG_Q4K_DMIN)) * dy, (float)Mi, a.m[p]);
     if (S != NULL) *S = Si;
     if (M != NULL) *M = Mi;
     return a;
@@ -174,7 +183,8 @@ QG_INLINE kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, int
     const float dy = kq_q8k_d(yb);
     int32_t Si;
     kq_dot_block_q6(wb, yb, &Si);
-    a.s = kq_fma(kq_f16(kq_ld16(wb + QG_Q6K_D)) * dy, (float)Si, a.s);
+    const size_t p = a.n++ & 3;
+    a.s[p] = kq_fma(kq_f16(kq_ld16(wb + QG_Q6K_D)) * dy, (float)Si, a.s[p]);
     if (S != NULL) *S = Si;
     return a;
 }

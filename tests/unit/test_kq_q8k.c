@@ -1,8 +1,9 @@
 /* The K-quant GEMV with Q8_K activations (qgold/kquants_q8k_gemv.h), every built row of the path:
  *   - the reference: each output the bits of qg_kq_dot_q8k_ref on the reference-quantized activations;
  *   - the CPU kernels: each output the bits of the pinned dot float order (kernels/cpu/kquants_rows.h,
- *     "Dot float order") formed here from the reference's exact integers S_i, M_i: sumS = fma(D dy,
- *     S_i, sumS), sumM = fma(Dm dy, M_i, sumM), y = sumS - sumM; the fp16 output that value rounded;
+ *     "Dot float order") formed here from the reference's exact integers S_i, M_i: four partial pairs,
+ *     block i into pair i mod 4, sumS_p = fma(D dy, S_i, sumS_p), sumM_p = fma(Dm dy, M_i, sumM_p), y =
+ *     ((sumS_0 + sumS_1) + (sumS_2 + sumS_3)) - (the same of sumM); the fp16 output that value rounded;
  *     (activations include the quantizer's special cases: zeros, sign ties of the max, subnormals, rounding
  *     ties, inf, NaN, the largest fp16 values);
  *   - thread-count invariance (1, 2 and 3 threads bitwise) and batch invariance (each column alone);
@@ -81,15 +82,15 @@ static int expected(qg_ktype t, int simd, const uint8_t *w, size_t rows, size_t 
             float r;
             if (qg_kq_dot_q8k_ref(t, wr, yr, cols, S, S + nb, &r) != QG_ERR_ok) return 1;
             if (simd) {
-                float sS = 0.0f, sM = 0.0f;
+                float sS[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sM[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 for (size_t i = 0; i < nb; i++) {
                     float dy;
                     memcpy(&dy, yr + i * QG_Q8K_BYTES + QG_Q8K_D, 4);
                     const uint8_t *blk = wr + i * bb;
-                    sS = fmaf(ld_f16(blk + (t == QG_Q6_K ? QG_Q6K_D : QG_Q4K_D)) * dy, (float)S[i], sS);
-                    if (t != QG_Q6_K) sM = fmaf(ld_f16(blk + QG_Q4K_DMIN) * dy, (float)S[nb + i], sM);
+                    sS[i % 4] = fmaf(ld_f16(blk + (t == QG_Q6_K ? QG_Q6K_D : QG_Q4K_D)) * dy, (float)S[i], sS[i % 4]);
+                    if (t != QG_Q6_K) sM[i % 4] = fmaf(ld_f16(blk + QG_Q4K_DMIN) * dy, (float)S[nb + i], sM[i % 4]);
                 }
-                r = sS - sM;
+                r = ((sS[0] + sS[1]) + (sS[2] + sS[3])) - ((sM[0] + sM[1]) + (sM[2] + sM[3]));
             }
             y[b * rows + m] = r;
         }

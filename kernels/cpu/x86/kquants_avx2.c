@@ -319,15 +319,48 @@ QG_INLINE __m128i kq_dot_ints_q6_bsums(const uint8_t *wb, const uint8_t *yb) /* 
     return _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
 }
 
-/* The dot's float sums: lane 0 sumS, lane 1 sumM (lanes 2, 3 unused). A Q4_K/Q5_K block's step is the
- * per-lane (D dy, Dm dy) then one fma per lane with (S, M): the scalar order's operations, two at once;
- * Q6_K's touches lane 0 only. */
+/* The dot's float sums (kquants_rows.h, "Dot float order"): the four partial pairs (sumS_p, sumM_p),
+ * p = block index mod 4, as lo = (sumS_0, sumM_0, sumS_1, sumM_1) and hi = (sumS_2, sumM_2, sumS_3,
+ * sumM_3); n counts the blocks taken. Q6_K has no M: its M lanes take fma(+0, +0, +0) = +0 and stay +0. */
 #define KQ_HAVE_DOT_SUMS 1
-typedef __m128 kq_dsum;
+typedef struct {
+    __m128 lo, hi;
+    size_t n;
+} kq_dsum;
 
-QG_INLINE kq_dsum kq_dsum_zero(void) { return _mm_setzero_ps(); }
+QG_INLINE kq_dsum kq_dsum_zero(void) { return (kq_dsum){_mm_setzero_ps(), _mm_setzero_ps(), 0}; }
 
-QG_INLINE float kq_dsum_result(kq_dsum a) { return _mm_cvtss_f32(_mm_sub_ss(a, _mm_movehdup_ps(a))); }
+/* ((sumS_0 + sumS_1) + (sumS_2 + sumS_3)) - ((sumM_0 + sumM_1) + (sumM_2 + sumM_3)); a NaN as the quiet
+ * NaN 0x7FC00000 (kq_dot_nan) */
+QG_INLINE float kq_dsum_result(kq_dsum a)
+{
+    const __m128 v = _mm_add_ps(_mm_add_ps(a.lo, _mm_movehl_ps(a.lo, a.lo)), _mm_add_ps(a.hi, _mm_movehl_ps(a.hi, a.hi)));
+    return kq_dot_nan(_mm_cvtss_f32(_mm_sub_ss(v, _mm_movehdup_ps(v))));
+}
+
+/* One block's step: f = (D dy, Dm dy, ., .), sm = (S, M, ., .) into partial pair n mod 4 (the other
+ * lanes kept by a blend, so a -0 there stays -0). */
+QG_INLINE kq_dsum kq_dsum_step(kq_dsum a, __m128 f, __m128 sm)
+{
+    const __m128 f2 = _mm_movelh_ps(f, f), s2 = _mm_movelh_ps(sm, sm);
+    switch (a.n & 3) {
+    case 0: a.lo = _mm_blend_ps(a.lo, _mm_fmadd_ps(f2, s2, a.lo), 0x3); break;
+    case 1: a.lo = _mm_blend_ps(a.lo, _mm_fmadd_ps(f2, s2, a.lo), 0xC); break;
+    case 2: a.hi = _mm_blend_ps(a.hi, _mm_fmadd_ps(f2, s2, a.hi), 0x3); break;
+    default: a.hi = _mm_blend_ps(a.hi, _mm_fmadd_ps(f2, s2, a.hi), 0xC); break;
+    }
+    a.n++;
+    return a;
+}
+
+/* Two blocks' step, the first at an even index: f = (D dy, Dm dy) of both, sm = (S, M) of both. */
+QG_INLINE kq_dsum kq_dsum_step2(kq_dsum a, __m128 f, __m128 sm)
+{
+    if (a.n & 2) a.hi = _mm_fmadd_ps(f, sm, a.hi);
+    else a.lo = _mm_fmadd_ps(f, sm, a.lo);
+    a.n += 2;
+    return a;
+}
 
 QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, const int q5, int32_t *S, int32_t *M)
 {
@@ -335,25 +368,26 @@ QG_INLINE kq_dsum kq_dot_q45(kq_dsum a, const uint8_t *wb, const uint8_t *yb, co
     if (S != NULL) *S = _mm_cvtsi128_si32(sm);
     if (M != NULL) *M = _mm_extract_epi32(sm, 1);
     const __m128 f = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)kq_ld32(wb + QG_Q4K_D))), _mm_broadcast_ss((const float *)(yb + QG_Q8K_D))); /* D dy, Dm dy (d, dmin adjacent) */
-    return _mm_fmadd_ps(f, _mm_cvtepi32_ps(sm), a);
+    return kq_dsum_step(a, f, _mm_cvtepi32_ps(sm));
+}
+
+/* Q6_K: f = (D dy, 0, ...), sm = (S, 0, ...) (lane 1 of the fp16 pair is +0, so D dy's neighbour is +0). */
+QG_INLINE kq_dsum kq_dot_q6_step(kq_dsum a, const uint8_t *wb, const uint8_t *yb, __m128i s)
+{
+    const __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(kq_ld16(wb + QG_Q6K_D))), _mm_castsi128_ps(_mm_cvtsi32_si128((int)kq_ld32(yb + QG_Q8K_D))));
+    return kq_dsum_step(a, f, _mm_cvtepi32_ps(_mm_and_si128(s, _mm_setr_epi32(-1, 0, 0, 0))));
 }
 
 QG_INLINE kq_dsum kq_dot_q6(kq_dsum a, const uint8_t *wb, const uint8_t *yb, int32_t *S)
 {
     const __m128i s = kq_dot_ints_q6(wb, yb);
     if (S != NULL) *S = _mm_cvtsi128_si32(s);
-    const __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(kq_ld16(wb + QG_Q6K_D))), _mm_castsi128_ps(_mm_cvtsi32_si128((int)kq_ld32(yb + QG_Q8K_D))));
-    return _mm_fmadd_ss(f, _mm_cvtepi32_ps(s), a); /* lanes 1-3 from f: +0 (converted from fp16 +0), so sumM stays +0 */
+    return kq_dot_q6_step(a, wb, yb, s);
 }
 
 /* The Q8_K GEMV's Q6_K step (kquants_rows.h): the same float step as kq_dot_q6, S from the bsums. */
 #define KQ_HAVE_DOT_Q6_BSUMS 1
-QG_INLINE kq_dsum kq_dot_q6_bsums(kq_dsum a, const uint8_t *wb, const uint8_t *yb)
-{
-    const __m128i s = kq_dot_ints_q6_bsums(wb, yb);
-    const __m128 f = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(kq_ld16(wb + QG_Q6K_D))), _mm_castsi128_ps(_mm_cvtsi32_si128((int)kq_ld32(yb + QG_Q8K_D))));
-    return _mm_fmadd_ss(f, _mm_cvtepi32_ps(s), a);
-}
+QG_INLINE kq_dsum kq_dot_q6_bsums(kq_dsum a, const uint8_t *wb, const uint8_t *yb) { return kq_dot_q6_step(a, wb, yb, kq_dot_ints_q6_bsums(wb, yb)); }
 
 /* ---- GEMV ---------------------------------------------------------------------------------------- */
 
@@ -655,8 +689,8 @@ static void kq_convert_x(const uint16_t *x, size_t n, float *xf)
 
 /* Q6_K row dot without S/M outputs, four blocks per step (then two, then one): each block's S_i is exact
  * (kq_dot_ints_q6_vec; with bsums, kq_dot_ints_q6_bsums_vec, for the GEMV's own activations), the four
- * blocks' lane sums are reduced together, and the float steps are the pinned order's, block i before
- * block i + 1: sumS = fma(D_i dy_i, S_i, sumS); the result is sumS - (+0), as kq_dsum_result. pf: the
+ * blocks' lane sums are reduced together, and one fma takes the four blocks' float steps (block i into
+ * sumS_(i mod 4), the dot float order; M is +0); the result as kq_dsum_result. pf: the
  * next step's Q8_K blocks are prefetched (the GEMV, whose long Q8_K rows leave L1). */
 #define KQ_Q6_INTS(w, y) (bsums ? kq_dot_ints_q6_bsums_vec(w, y) : kq_dot_ints_q6_vec(w, y))
 QG_INLINE void kq_prefetch_q8(const uint8_t *yb, size_t nblocks)
@@ -665,7 +699,7 @@ QG_INLINE void kq_prefetch_q8(const uint8_t *yb, size_t nblocks)
 }
 QG_INLINE float kq_dot_row_q6_quads(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int bsums, const int pf)
 {
-    kq_dsum a = kq_dsum_zero();
+    __m128 s4 = _mm_setzero_ps(); /* the four sumS_p of the quads, one lane each (no shuffles per step) */
     size_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         const uint8_t *w0 = wrow + i * QG_Q6K_BYTES, *y0 = q8row + i * QG_Q8K_BYTES;
@@ -683,12 +717,14 @@ QG_INLINE float kq_dot_row_q6_quads(const uint8_t *wrow, const uint8_t *q8row, s
         const __m128 d = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)dd));
         const __m128 dy = _mm_castsi128_ps(_mm_setr_epi32((int)kq_ld32(y0 + QG_Q8K_D), (int)kq_ld32(y0 + QG_Q8K_BYTES + QG_Q8K_D),
                                                           (int)kq_ld32(y0 + 2 * QG_Q8K_BYTES + QG_Q8K_D), (int)kq_ld32(y0 + 3 * QG_Q8K_BYTES + QG_Q8K_D)));
-        const __m128 f = _mm_mul_ps(d, dy);
-        a = _mm_fmadd_ss(f, s, a);
-        a = _mm_fmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(s), a);
-        a = _mm_fmadd_ss(_mm_movehl_ps(f, f), _mm_movehl_ps(s, s), a);
-        a = _mm_fmadd_ss(_mm_shuffle_ps(f, f, 3), _mm_shuffle_ps(s, s, 3), a);
+        s4 = _mm_fmadd_ps(_mm_mul_ps(d, dy), s, s4); /* lane p: sumS_p, blocks i .. i + 3 */
     }
+    if (i == nb) { /* no tail: (sumS_0 + sumS_1) + (sumS_2 + sumS_3), less M's +0 (x - (+0) is x, -0 included) */
+        const __m128 t = _mm_add_ps(s4, _mm_movehdup_ps(s4));
+        return kq_dot_nan(_mm_cvtss_f32(_mm_add_ss(t, _mm_movehl_ps(t, t))));
+    }
+    /* into the kq_dsum layout (sumS_p, sumM_p = +0) for the tail steps */
+    kq_dsum a = {_mm_unpacklo_ps(s4, _mm_setzero_ps()), _mm_unpackhi_ps(s4, _mm_setzero_ps()), i};
     for (; i + 2 <= nb; i += 2) {
         const uint8_t *w0 = wrow + i * QG_Q6K_BYTES, *y0 = q8row + i * QG_Q8K_BYTES;
         const uint8_t *w1 = w0 + QG_Q6K_BYTES, *y1 = y0 + QG_Q8K_BYTES;
@@ -698,20 +734,18 @@ QG_INLINE float kq_dot_row_q6_quads(const uint8_t *wrow, const uint8_t *q8row, s
         const __m128 s = _mm_cvtepi32_ps(kq_hsum2_i32(s0, s1)); /* (S_i, S_i+1, S_i, S_i+1): exact int32, then rounded as the scalar order rounds */
         const __m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)kq_ld16(w0 + QG_Q6K_D) | (uint32_t)kq_ld16(w1 + QG_Q6K_D) << 16)));
         const __m128 dy = _mm_castsi128_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)kq_ld32(y0 + QG_Q8K_D)), (int)kq_ld32(y1 + QG_Q8K_D), 1));
-        const __m128 f = _mm_mul_ps(d, dy); /* (D_i dy_i, D_i+1 dy_i+1, 0, 0) */
-        a = _mm_fmadd_ss(f, s, a);
-        a = _mm_fmadd_ss(_mm_movehdup_ps(f), _mm_movehdup_ps(s), a);
+        const __m128 f = _mm_mul_ps(d, dy), z = _mm_setzero_ps(); /* (D_i dy_i, D_i+1 dy_i+1, 0, 0) */
+        a = kq_dsum_step2(a, _mm_unpacklo_ps(f, z), _mm_unpacklo_ps(s, z));
     }
     if (i < nb) {
         if (bsums) a = kq_dot_q6_bsums(a, wrow + i * QG_Q6K_BYTES, q8row + i * QG_Q8K_BYTES);
         else a = kq_dot_q6(a, wrow + i * QG_Q6K_BYTES, q8row + i * QG_Q8K_BYTES, NULL);
     }
-    /* lanes 1-3 of a carry f's upper lanes (fmadd_ss takes them from its first operand): sumM is +0 here */
-    return _mm_cvtss_f32(_mm_sub_ss(a, _mm_setzero_ps()));
+    return kq_dsum_result(a);
 }
 
 /* Q4_K/Q5_K row dot without S/M outputs, two blocks per step: the lane sums of both blocks' S and M
- * in one reduction, then the pinned float steps in block order (lanes 0, 1 = sumS, sumM). */
+ * in one reduction, then both blocks' float steps in one fma (partial pairs i mod 4, i + 1 mod 4). */
 QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, size_t nb, const int q5, const int pf)
 {
     const size_t bsz = q5 ? QG_Q5K_BYTES : QG_Q4K_BYTES;
@@ -729,8 +763,7 @@ QG_INLINE float kq_dot_row_q45_pairs(const uint8_t *wrow, const uint8_t *q8row, 
         const __m128 dy = _mm_shuffle_ps(_mm_castsi128_ps(_mm_loadu_si32(y0 + QG_Q8K_D)), _mm_castsi128_ps(_mm_loadu_si32(y0 + QG_Q8K_BYTES + QG_Q8K_D)),
                                          0); /* Q8_K's d may be unaligned */
         const __m128 f = _mm_mul_ps(d, dy); /* D dy, Dm dy of block i, then of block i + 1 */
-        a = _mm_fmadd_ps(f, sm, a);
-        a = _mm_fmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(sm, sm), a);
+        a = kq_dsum_step2(a, f, sm);
     }
     if (i < nb) a = kq_dot_q45(a, wrow + i * bsz, q8row + i * QG_Q8K_BYTES, q5, NULL, NULL);
     return kq_dsum_result(a);
