@@ -42,10 +42,10 @@ static inline int kq_dequant_args(qg_ktype t, const void *blocks, size_t nbytes,
     return qg_kq_check_shape(t, rows, cols, nbytes);
 }
 
-/* The dot's result with a NaN written as the quiet NaN 0x7FC00000: which NaN a float sum ends in
- * depends on the operand order the compiler picks inside each instruction, so only the canonical one
- * keeps a dot's bits the same across its code paths (with and without S/M outputs). */
-static inline float kq_dot_nan(float r)
+/* A float result with a NaN written as the quiet NaN 0x7FC00000 (fp16 0x7E00): which NaN a float sum
+ * ends in depends on the operand order the compiler picks inside each instruction, so only the
+ * canonical one keeps outputs the same bits across code paths, batch sizes and thread counts. */
+static inline float kq_canon_nan(float r)
 {
     if (r != r) {
         const uint32_t q = 0x7FC00000u;

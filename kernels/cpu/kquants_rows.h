@@ -154,7 +154,7 @@ static inline kq_dsum kq_dsum_zero(void) { return (kq_dsum){{0.0f, 0.0f, 0.0f, 0
 
 static inline float kq_dsum_result(kq_dsum a)
 {
-    return kq_dot_nan(((a.s[0] + a.s[1]) + (a.s[2] + a.s[3])) - ((a.m[0] + a.m[1]) + (a.m[2] + a.m[3])));
+    return kq_canon_nan(((a.s[0] + a.s[1]) + (a.s[2] + a.s[3])) - ((a.m[0] + a.m[1]) + (a.m[2] + a.m[3])));
 }
 
 static inline float kq_q8k_d(const uint8_t *yb)
@@ -235,10 +235,7 @@ typedef struct {
 
 static inline void kq_put_y(const kq_gemv_ctx *c, size_t m, size_t b, float y)
 {
-    if (y != y) { /* the canonical quiet NaN: see the top of the file */
-        const uint32_t qnan = 0x7FC00000u;
-        memcpy(&y, &qnan, 4);
-    }
+    y = kq_canon_nan(y); /* see the top of the file */
     if (c->y32 != NULL) c->y32[b * c->rows + m] = y;
     if (c->y16 != NULL) c->y16[b * c->rows + m] = kq_to_f16(y);
 }
@@ -499,11 +496,7 @@ QG_INLINE void kq_q8g_rows_t(const kq_q8g_ctx *c, size_t m0, size_t m1, const qg
     const size_t nb = c->cols / QK, rb = nb * qg_kq_block_bytes(t), qb = nb * QG_Q8K_BYTES;
     for (size_t m = m0; m < m1; m++) {
         for (size_t b = 0; b < c->batch; b++) {
-            float y = kq_q8g_row(t, c->w + m * rb, c->q8 + b * qb, nb);
-            if (y != y) { /* the canonical quiet NaN, as the GEMV above */
-                const uint32_t qnan = 0x7FC00000u;
-                memcpy(&y, &qnan, 4);
-            }
+            const float y = kq_q8g_row(t, c->w + m * rb, c->q8 + b * qb, nb); /* a NaN already canonical (the dot's result) */
             if (c->y32 != NULL) c->y32[b * c->rows + m] = y;
             if (c->y16 != NULL) c->y16[b * c->rows + m] = kq_to_f16(y);
         }

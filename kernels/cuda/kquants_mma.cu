@@ -502,7 +502,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_kq_gemm(const uint8_t *__restric
  * Each warp carries R row tiles of 16 rows (a block: 16 R rows, its 4 warps still the 4 phases of the
  * super-blocks w, w + 4, ...), so one activation B fragment serves R tiles. The
  * activations of the warp's next two super-blocks are copied into warp-private shared-memory stages by
- * 16-byte cp.async while it works on the current one (three stages), and the next super-block's weight words are
+ * 16-byte cp.async while it works on the current one (three stages; Q4_K at batch 9..16 two, one super-block
+ * ahead), and the next super-block's weight words are
  * loaded into registers before the current one's mmas: no load waits inside the sub-block loop. (An L2
  * prefetch of the weights two and four super-blocks further ahead was measured slower on the H100.) Per
  * output the mma chains, fmas, special-value fallback, warp totals and the 0, 1, 2, 3 reduction are those
@@ -513,7 +514,6 @@ constexpr int XS = QK + 16;   /* halves per staged column: 544 bytes, so the 8-b
 /* Activation stages per warp: with 3 the copy for two super-blocks ahead is in flight, with 2 one. Q4_K
  * at batch 9..16 takes 2 (70 KB a block instead of 104 KB; measured faster on an H100). */
 template <int T, int NT> __host__ __device__ constexpr int xstages() { return T == QG_Q4_K && NT >= 2 ? 2 : 3; }
-
 
 /* Weight words a thread keeps per row and super-block (the loads of superblock() above, in registers). */
 template <int T> struct wwords { static constexpr int n = T == QG_Q4_K ? 12 : T == QG_Q5_K ? 14 : 17; };

@@ -331,11 +331,11 @@ typedef struct {
 QG_INLINE kq_dsum kq_dsum_zero(void) { return (kq_dsum){_mm_setzero_ps(), _mm_setzero_ps(), 0}; }
 
 /* ((sumS_0 + sumS_1) + (sumS_2 + sumS_3)) - ((sumM_0 + sumM_1) + (sumM_2 + sumM_3)); a NaN as the quiet
- * NaN 0x7FC00000 (kq_dot_nan) */
+ * NaN 0x7FC00000 (kq_canon_nan) */
 QG_INLINE float kq_dsum_result(kq_dsum a)
 {
     const __m128 v = _mm_add_ps(_mm_add_ps(a.lo, _mm_movehl_ps(a.lo, a.lo)), _mm_add_ps(a.hi, _mm_movehl_ps(a.hi, a.hi)));
-    return kq_dot_nan(_mm_cvtss_f32(_mm_sub_ss(v, _mm_movehdup_ps(v))));
+    return kq_canon_nan(_mm_cvtss_f32(_mm_sub_ss(v, _mm_movehdup_ps(v))));
 }
 
 /* One block's step: f = (D dy, Dm dy, ., .), sm = (S, M, ., .) into partial pair n mod 4 (the other
@@ -721,7 +721,7 @@ QG_INLINE float kq_dot_row_q6_quads(const uint8_t *wrow, const uint8_t *q8row, s
     }
     if (i == nb) { /* no tail: (sumS_0 + sumS_1) + (sumS_2 + sumS_3), less M's +0 (x - (+0) is x, -0 included) */
         const __m128 t = _mm_add_ps(s4, _mm_movehdup_ps(s4));
-        return kq_dot_nan(_mm_cvtss_f32(_mm_add_ss(t, _mm_movehl_ps(t, t))));
+        return kq_canon_nan(_mm_cvtss_f32(_mm_add_ss(t, _mm_movehl_ps(t, t))));
     }
     /* into the kq_dsum layout (sumS_p, sumM_p = +0) for the tail steps */
     kq_dsum a = {_mm_unpacklo_ps(s4, _mm_setzero_ps()), _mm_unpackhi_ps(s4, _mm_setzero_ps()), i};
