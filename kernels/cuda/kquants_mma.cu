@@ -40,7 +40,8 @@
  * may overflow) or a column's activations in it hold an inf or NaN, the sub-block decomposition would not
  * give IEEE's NaN/inf class of the exact sum, so those (row, column, super-block) contributions are
  * recomputed from the exactly decoded weights on CUDA cores (float32 fma chain of 256, within the same
- * bound). The decision depends on the row's bytes and the column's values only.
+ * bound). The decision depends on the row's bytes and the column's values only (k_kq_gemm tests the
+ * activations; the staged kernel reads the same fact off the code sums, see superblock_staged).
  */
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -84,23 +85,22 @@ __device__ __forceinline__ uint32_t ld_u32_a2(const uint8_t *p)
 
 __device__ __forceinline__ uint32_t ld_u32(const uint8_t *p) { return __ldg(reinterpret_cast<const uint32_t *>(p)); }
 
-/* Byte i of the 12 packed scale bytes held in (y, z, w) of the Q4_K/Q5_K header. */
-__device__ __forceinline__ uint32_t sbyte(const uint4 &h, int i)
-{
-    const uint32_t v = i < 4 ? h.y : (i < 8 ? h.z : h.w);
-    return (v >> (8 * (i & 3))) & 0xFFu;
-}
+/* The 8 six-bit scales and 8 mins of a Q4_K/Q5_K super-block (kquants spec) from the 12 packed scale
+ * bytes held in (y, z, w) of its header, one byte each in four words: sub-block j < 4 takes the low 6
+ * bits of bytes j (scale) and j + 4 (min); j >= 4 takes the low (scale) or high (min) nibble of byte
+ * j + 4 as bits 0-3 and the top two bits of byte j - 4 (scale) or j (min) as bits 4-5. */
+struct q45_sm {
+    uint32_t sc_lo, m_lo, sc_hi, m_hi; /* byte i: scale / min of sub-block i (lo) or i + 4 (hi) */
+};
 
-/* 6-bit scale and min of sub-block j (kquants spec). */
-__device__ __forceinline__ void scale_min(const uint4 &h, int j, uint32_t &s, uint32_t &mm)
+__device__ __forceinline__ q45_sm q45_unpack(uint32_t y, uint32_t z, uint32_t w)
 {
-    if (j < 4) {
-        s = sbyte(h, j) & 63u;
-        mm = sbyte(h, j + 4) & 63u;
-    } else {
-        s = (sbyte(h, j + 4) & 15u) | ((sbyte(h, j - 4) >> 6) << 4);
-        mm = (sbyte(h, j + 4) >> 4) | ((sbyte(h, j) >> 6) << 4);
-    }
+    q45_sm r;
+    r.sc_lo = y & 0x3F3F3F3Fu;
+    r.m_lo = z & 0x3F3F3F3Fu;
+    r.sc_hi = (w & 0x0F0F0F0Fu) | ((y >> 2) & 0x30303030u);
+    r.m_hi = ((w >> 4) & 0x0F0F0F0Fu) | ((z >> 2) & 0x30303030u);
+    return r;
 }
 
 /* Four biased codes (bytes of v) of row g and four of row g+8 -> the A fragment: fp16 (1024 + u) built
@@ -125,15 +125,24 @@ __device__ __forceinline__ uint32_t hfma_bits(uint32_t a, uint32_t b, uint32_t c
     return *reinterpret_cast<const uint32_t *>(&r);
 }
 
-/* An integer 0 <= v < 1024 in both halves of an fp16 pair: (1024 + v) - 1024, exact. */
-__device__ __forceinline__ uint32_t int_pair_h2(uint32_t v) { return hsub_bits((v * 0x00010001u) | 0x64006400u, 0x64006400u); }
+/* 0x64 in every byte, held in a register: the byte permutes below take their selector as an immediate
+ * then (with both the selector and 0x64 as constants the compiler spends an extra move on each). */
+__constant__ uint32_t c_k64 = 0x64646464u;
+__device__ __forceinline__ uint32_t k64() { return c_k64; }
 
-__device__ __forceinline__ void make_a(uint32_t v0, uint32_t v1, uint32_t bias2, uint32_t (&a)[4])
+/* Byte i (0..3) of v, an integer u < 256, in both halves of an fp16 pair: the bits 0x64uu are the fp16
+ * 1024 + u, and subtracting 1024 is exact. */
+__device__ __forceinline__ uint32_t byte_pair_h2(uint32_t v, int i)
 {
-    a[0] = hsub_bits(__byte_perm(v0, 0x64u, 0x4140u), bias2); /* row g,   slots 2t, 2t+1   = k 4t, 4t+1 */
-    a[1] = hsub_bits(__byte_perm(v1, 0x64u, 0x4140u), bias2); /* row g+8, slots 2t, 2t+1 */
-    a[2] = hsub_bits(__byte_perm(v0, 0x64u, 0x4342u), bias2); /* row g,   slots 2t+8, 2t+9 = k 4t+2, 4t+3 */
-    a[3] = hsub_bits(__byte_perm(v1, 0x64u, 0x4342u), bias2); /* row g+8 */
+    return hsub_bits(__byte_perm(v, k64(), 0x4040u + 0x0101u * (uint32_t)i), 0x64006400u);
+}
+
+__device__ __forceinline__ void make_a(uint32_t v0, uint32_t v1, uint32_t bias2, uint32_t (&a)[4], uint32_t k = k64())
+{
+    a[0] = hsub_bits(__byte_perm(v0, k, 0x4140u), bias2); /* row g,   slots 2t, 2t+1   = k 4t, 4t+1 */
+    a[1] = hsub_bits(__byte_perm(v1, k, 0x4140u), bias2); /* row g+8, slots 2t, 2t+1 */
+    a[2] = hsub_bits(__byte_perm(v0, k, 0x4342u), bias2); /* row g,   slots 2t+8, 2t+9 = k 4t+2, 4t+3 */
+    a[3] = hsub_bits(__byte_perm(v1, k, 0x4342u), bias2); /* row g+8 */
 }
 
 /* d = A * B + c, m16n8k16, fp16 inputs, float32 accumulation. */
@@ -166,23 +175,21 @@ __device__ __forceinline__ void q45_frags(uint32_t qa0, uint32_t qa1, uint32_t q
             va |= ((qha[h] >> j) & 0x01010101u) << 4;
             vb |= ((qhb[h] >> j) & 0x01010101u) << 4;
         }
-        A[h][0] = hfma_bits(__byte_perm(va, 0x64u, 0x4140u), sa2, na2); /* row g,   k 4t, 4t+1 */
-        A[h][1] = hfma_bits(__byte_perm(vb, 0x64u, 0x4140u), sb2, nb2); /* row g+8 */
-        A[h][2] = hfma_bits(__byte_perm(va, 0x64u, 0x4342u), sa2, na2); /* row g,   k 4t+2, 4t+3 */
-        A[h][3] = hfma_bits(__byte_perm(vb, 0x64u, 0x4342u), sb2, nb2); /* row g+8 */
+        A[h][0] = hfma_bits(__byte_perm(va, k64(), 0x4140u), sa2, na2); /* row g,   k 4t, 4t+1 */
+        A[h][1] = hfma_bits(__byte_perm(vb, k64(), 0x4140u), sb2, nb2); /* row g+8 */
+        A[h][2] = hfma_bits(__byte_perm(va, k64(), 0x4342u), sa2, na2); /* row g,   k 4t+2, 4t+3 */
+        A[h][3] = hfma_bits(__byte_perm(vb, k64(), 0x4342u), sb2, nb2); /* row g+8 */
     }
 }
 
 /* Q4_K/Q5_K sub-block j of rows a and b: the scales (sa2, sb2) and the A fragment of the mins (m of row g
  * in slots 0 and 2, of row g+8 in 1 and 3, both halves: every k of the sub-block carries the row's m). */
-__device__ __forceinline__ void q45_scales(const uint4 &ha, const uint4 &hb, int j, uint32_t &sa2, uint32_t &sb2, uint32_t (&M)[4])
+__device__ __forceinline__ void q45_scales(const q45_sm &a, const q45_sm &b, int j, uint32_t &sa2, uint32_t &sb2, uint32_t (&M)[4])
 {
-    uint32_t sca, ma, scb, mb;
-    scale_min(ha, j, sca, ma);
-    scale_min(hb, j, scb, mb);
-    sa2 = int_pair_h2(sca), sb2 = int_pair_h2(scb);
-    M[0] = M[2] = int_pair_h2(ma);
-    M[1] = M[3] = int_pair_h2(mb);
+    sa2 = byte_pair_h2(j < 4 ? a.sc_lo : a.sc_hi, j & 3);
+    sb2 = byte_pair_h2(j < 4 ? b.sc_lo : b.sc_hi, j & 3);
+    M[0] = M[2] = byte_pair_h2(j < 4 ? a.m_lo : a.m_hi, j & 3);
+    M[1] = M[3] = byte_pair_h2(j < 4 ? b.m_lo : b.m_hi, j & 3);
 #ifdef QG_CUDA_MUTANT_KQ_MIN_ROW
     M[1] = M[3] = M[0]; /* a GPU-machine mutant: row g's min also taken for row g + 8 */
 #endif
@@ -199,7 +206,7 @@ __device__ __forceinline__ void q45_finish(float (&part)[4], const float (&s1)[4
 /* Q6_K step j (groups 2j, 2j+1): quarter q = j & 3 of half j >> 2; la/lb the ql words of the two 16-wide
  * halves (low nibbles for quarters 0, 1, high for 2, 3), ha/hb the qh words (bits 2q, 2q+1 as bits 4, 5). */
 __device__ __forceinline__ void q6_frags(uint32_t la0, uint32_t la1, uint32_t lb0, uint32_t lb1, uint32_t ha0, uint32_t ha1, uint32_t hb0,
-                                         uint32_t hb1, int quarter, uint32_t (&A)[2][4])
+                                         uint32_t hb1, int quarter, uint32_t (&A)[2][4], uint32_t k = k64())
 {
     const uint32_t la[2] = {la0, la1}, lb[2] = {lb0, lb1}, ha[2] = {ha0, ha1}, hb[2] = {hb0, hb1};
 #pragma unroll
@@ -208,7 +215,7 @@ __device__ __forceinline__ void q6_frags(uint32_t la0, uint32_t la1, uint32_t lb
         uint32_t vb = quarter < 2 ? lb[hh] & 0x0F0F0F0Fu : (lb[hh] >> 4) & 0x0F0F0F0Fu;
         va |= ((ha[hh] >> (2 * quarter)) & 0x03030303u) << 4;
         vb |= ((hb[hh] >> (2 * quarter)) & 0x03030303u) << 4;
-        make_a(va, vb, 0x64206420u, A[hh]); /* code - 32 */
+        make_a(va, vb, 0x64206420u, A[hh], k); /* code - 32 */
     }
 }
 
@@ -326,6 +333,7 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
                 qhb[h] = ld_u32(pb + QG_Q5K_QH + 16 * h + 4 * t);
             }
         }
+        const q45_sm sma = q45_unpack(ha.y, ha.z, ha.w), smb = q45_unpack(hb.y, hb.z, hb.w);
         float S1[NT][4], S2[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++)
@@ -335,7 +343,7 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
         for (int j = 0; j < 8; j++) {
             const int c = j >> 1;
             uint32_t A[2][4], M[4], sa2, sb2;
-            q45_scales(ha, hb, j, sa2, sb2, M);
+            q45_scales(sma, smb, j, sa2, sb2, M);
             q45_frags<T>(qa[c][0], qa[c][1], qb[c][0], qb[c][1], qha[0], qha[1], qhb[0], qhb[1], j, sa2, sb2, A);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
@@ -565,21 +573,41 @@ __device__ __forceinline__ bool special_scales(const uint32_t (&v)[wwords<T>::n]
     else return !(fabsf(__uint_as_float(v[0])) <= 0x1p96f);
 }
 
+/* How the staged kernel finds the columns with an inf or NaN and where the 0x64 byte of its A fragments
+ * comes from. With sum_flags: from the code sums (below), and the byte from a register, so the byte
+ * permutes take an immediate selector; else from the activations as superblock() does, and the byte as a
+ * constant. Q4_K/Q5_K and the column groups measured faster with sum_flags, Q6_K/Q8_K at batch 1..16
+ * without (H100). Either way every operation gets the same values. */
+#ifndef QG_KQ_NEWFORMS_ALL
+#define QG_KQ_NEWFORMS_ALL 0
+#endif
+template <int T, int CG> __host__ __device__ constexpr bool sum_flags()
+{
+    return T == QG_Q4_K || T == QG_Q5_K || CG > 1 || QG_KQ_NEWFORMS_ALL;
+}
+
 /* One super-block of the warp's R row tiles (words va/vb of rows g and g+8 of each tile) against the NT
- * column tiles staged at xs: the operations of superblock() above, per output in the same order. */
-template <int T, int NT, int R>
+ * column tiles staged at xs: the operations of superblock() above, per output in the same order.
+ * Bit 4n + i of xsp[r] is set where output (r, n, i)'s column holds an inf or NaN in this super-block,
+ * read off the output's own code sums: every A operand is a finite integer and no finite sum can
+ * overflow (|S| < 2^36 for every type), so a sum is inf or NaN exactly when one of its activations is
+ * (inf * 0 is NaN, NaN propagates). Q6_K reads it off part: with a finite d (else the row is special
+ * anyway) every group scale is finite and |part| < 2^53. The same decision as any_nonfinite4 in
+ * superblock(), per column, with no instruction in the sub-block loop. */
+template <int T, int NT, int R, int CG>
 __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords<T>::n], const uint32_t (&vb)[R][wwords<T>::n],
-                                                  const __half *xs, int g, int t, float (&part)[R][NT][4], uint32_t &xm)
+                                                  const __half *xs, int g, int t, float (&part)[R][NT][4], uint32_t (&xsp)[R])
 {
     const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    /* Q8_K and Q4_K/Q5_K: the chain over the 16 blocks of (scaled) codes; Q4_K/Q5_K: S2 that of the mins */
-    float S[R][NT][4], S2[R][NT][4];
-    /* fl[n] = fma(v, 0, fl[n]) over the lane's activations of column tile n: stays +-0 unless one of them
-     * is inf or NaN (inf * 0 and NaN propagate), the same test as any_nonfinite4 in fewer instructions */
+    const uint32_t kb = sum_flags<T, CG>() ? k64() : 0x64u;
+    /* without sum_flags: fl[n] = fma(v, 0, fl[n]) over the lane's activations of column tile n stays +-0
+     * unless one of them is inf or NaN (inf * 0 and NaN propagate) */
     __half2 fl[NT];
     const __half2 hz = __float2half2_rn(0.0f);
 #pragma unroll
     for (int n = 0; n < NT; n++) fl[n] = hz;
+    /* Q8_K and Q4_K/Q5_K: the chain over the 16 blocks of (scaled) codes; Q4_K/Q5_K: S2 that of the mins */
+    float S[R][NT][4], S2[R][NT][4];
     if constexpr (T != QG_Q6_K) {
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -587,6 +615,15 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
             for (int n = 0; n < NT; n++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) S[r][n][i] = S2[r][n][i] = 0.0f;
+    }
+    /* Q4_K/Q5_K: the scales and mins of each row, unpacked once per super-block */
+    q45_sm sma[R], smb[R];
+    if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            sma[r] = q45_unpack(va[r][1], va[r][2], va[r][3]);
+            smb[r] = q45_unpack(vb[r][1], vb[r][2], vb[r][3]);
+        }
     }
 #pragma unroll
     for (int j = 0; j < 8; j++) {
@@ -596,19 +633,19 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
             const __half *p = xs + (8 * n + g) * XS + 32 * j + 4 * t;
             b0[n] = *reinterpret_cast<const uint2 *>(p);
             b1[n] = *reinterpret_cast<const uint2 *>(p + 16);
-            fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b0[n].x), hz, fl[n]);
-            fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b0[n].y), hz, fl[n]);
-            fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b1[n].x), hz, fl[n]);
-            fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b1[n].y), hz, fl[n]);
+            if constexpr (!sum_flags<T, CG>()) {
+                fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b0[n].x), hz, fl[n]);
+                fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b0[n].y), hz, fl[n]);
+                fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b1[n].x), hz, fl[n]);
+                fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b1[n].y), hz, fl[n]);
+            }
         }
         if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
             const int c = j >> 1;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                const uint4 ha = make_uint4(va[r][0], va[r][1], va[r][2], va[r][3]);
-                const uint4 hb = make_uint4(vb[r][0], vb[r][1], vb[r][2], vb[r][3]);
                 uint32_t A[2][4], M[4], sa2, sb2;
-                q45_scales(ha, hb, j, sa2, sb2, M);
+                q45_scales(sma[r], smb[r], j, sa2, sb2, M);
                 /* Q4_K has no qh words: the last two arguments are unused there */
                 q45_frags<T>(va[r][4 + 2 * c], va[r][5 + 2 * c], vb[r][4 + 2 * c], vb[r][5 + 2 * c], va[r][wwords<T>::n - 2],
                              va[r][wwords<T>::n - 1], vb[r][wwords<T>::n - 2], vb[r][wwords<T>::n - 1], j, sa2, sb2, A);
@@ -627,7 +664,9 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
                 const float Da = h2f((uint16_t)va[r][16]), Db = h2f((uint16_t)vb[r][16]);
                 const int p = 4 * h + 2 * (quarter & 1), q = 8 + 2 * h;
                 uint32_t A[2][4];
-                q6_frags(va[r][p], va[r][p + 1], vb[r][p], vb[r][p + 1], va[r][q], va[r][q + 1], vb[r][q], vb[r][q + 1], quarter, A);
+                /* the 0x64 byte as a constant at NT = R = 2 (a register there costs spills) */
+                q6_frags(va[r][p], va[r][p + 1], vb[r][p], vb[r][p + 1], va[r][q], va[r][q + 1], vb[r][q], vb[r][q + 1], quarter, A,
+                         NT == 2 && R == 2 ? 0x64u : kb);
                 float a0a, a1a, a0b, a1b;
                 q6_scales(&va[r][12], &vb[r][12], j, Da, Db, a0a, a1a, a0b, a1b);
 #pragma unroll
@@ -644,7 +683,7 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
                 uint32_t A[2][4];
 #pragma unroll
                 for (int hh = 0; hh < 2; hh++)
-                    make_a(va[r][1 + 2 * j + hh] ^ 0x80808080u, vb[r][1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh]); /* (q + 128) - 128 */
+                    make_a(va[r][1 + 2 * j + hh] ^ 0x80808080u, vb[r][1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh], kb); /* (q + 128) - 128 */
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
                     mma16816(S[r][n], A[0], b0[n].x, b0[n].y, S[r][n]);
@@ -653,9 +692,35 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
             }
         }
     }
+    if constexpr (sum_flags<T, CG>()) {
 #pragma unroll
-    for (int n = 0; n < NT; n++)
-        if ((*reinterpret_cast<const uint32_t *>(&fl[n]) & 0x7C007C00u) != 0u) xm |= 1u << n;
+        for (int r = 0; r < R; r++) {
+            xsp[r] = 0u;
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (!isfinite(T == QG_Q6_K ? part[r][n][i] : S[r][n][i])) xsp[r] |= 1u << (4 * n + i);
+        }
+    } else {
+        /* column 8n + g is special if any of its 4 lanes saw an inf or NaN; this thread's outputs are
+         * columns 8n + 2t and 8n + 2t + 1, whose flags lanes 8t and 8t + 4 hold */
+        uint32_t xm = 0u;
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+            if ((*reinterpret_cast<const uint32_t *>(&fl[n]) & 0x7C007C00u) != 0u) xm |= 1u << n;
+        xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 1);
+        xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 2);
+        const uint32_t xm0 = __shfl_sync(0xFFFFFFFFu, xm, 8 * t), xm1 = __shfl_sync(0xFFFFFFFFu, xm, 8 * t + 4);
+        uint32_t bits = 0u;
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                if ((((i & 1) ? xm1 : xm0) >> n) & 1u) bits |= 1u << (4 * n + i);
+#pragma unroll
+        for (int r = 0; r < R; r++) xsp[r] = bits;
+    }
     if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -694,6 +759,17 @@ __device__ __forceinline__ void stage_x(const __half *x, size_t cols, int batch,
     for (int c = 0; c < batch; c++) cp_async16(dst + c * XS + 8 * lane, src + (size_t)c * cols);
 }
 
+/* Blocks an SM the register allocation must leave room for (0: the compiler's choice), by what the
+ * compiler gives without spills (sm_90a): Q4_K at batch 1..8 3 blocks (140 registers; its own choice is
+ * 128 with spills), at 9..16 its own choice (164: 3 blocks; asked for 3 it spills); Q5_K at 9..16 at
+ * least 1 (201 registers, 2 blocks; its own choice spills). */
+#ifndef QG_KQ_Q4_B16_MINB
+#define QG_KQ_Q4_B16_MINB 0
+#endif
+__host__ __device__ constexpr int staged_minb(int t, int nt, int r, int cg)
+{
+    return cg != 1 ? 0 : t == QG_Q4_K ? (nt == 1 ? 3 : QG_KQ_Q4_B16_MINB) : t == QG_Q5_K ? 1 : 0;
+}
 /* Blocks of CG column groups (batch 17..32: CG = 4, one column tile and one row tile a warp): 4 CG warps,
  * warp 4c + p the super-block phase p of columns NC c .. NC c + NC - 1, computed exactly as a block of
  * CG = 1 on x and y shifted by NC c columns. The CG warps of one phase load the same weight words at
@@ -702,7 +778,7 @@ __device__ __forceinline__ void stage_x(const __half *x, size_t cols, int batch,
  * where k_kq_gemm's one warp per 16 x 32 tile of outputs re-reads the activations from L2 at every
  * sub-block. */
 template <int T, int NT, int R, int CG>
-__global__ void __launch_bounds__(WARPS * 32 * CG)
+__global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
     k_kq_gemm_staged(const uint8_t *__restrict__ w, size_t rows, size_t nb, size_t bbytes, const __half *__restrict__ x, size_t cols,
                      int batch, float *y32, uint16_t *y16)
 {
@@ -774,13 +850,9 @@ __global__ void __launch_bounds__(WARPS * 32 * CG)
             for (int n = 0; n < NT; n++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) part[r][n][i] = 0.0f;
-        uint32_t xm = 0;
-        superblock_staged<T, NT, R>(cva, cvb, xs + cur * STAGE, g, t, part, xm);
+        uint32_t xsp[R];
+        superblock_staged<T, NT, R, CG>(cva, cvb, xs + cur * STAGE, g, t, part, xsp);
         cur = cur == XSTAGES - 1 ? 0 : cur + 1;
-        /* the column flags as in k_kq_gemm */
-        xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 1);
-        xm |= __shfl_xor_sync(0xFFFFFFFFu, xm, 2);
-        const uint32_t xm0 = __shfl_sync(0xFFFFFFFFu, xm, 8 * t), xm1 = __shfl_sync(0xFFFFFFFFu, xm, 8 * t + 4);
         const __half *xsb = x + sb * QK;
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -790,7 +862,7 @@ __global__ void __launch_bounds__(WARPS * 32 * CG)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     const int col = 8 * n + 2 * t + (i & 1);
-                    const bool xs_special = (((i & 1) ? xm1 : xm0) >> n) & 1u;
+                    const bool xs_special = (xsp[r] >> (4 * n + i)) & 1u;
                     if (((i < 2 ? spa : spb) || xs_special) && col < batch)
                         part[r][n][i] = special_part<T>((i < 2 ? wa[r] : wb[r]) + sb * bbytes, xsb + (size_t)col * cols);
                     acc[r][n][i] = __fadd_rn(acc[r][n][i], part[r][n][i]);
