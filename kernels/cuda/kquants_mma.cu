@@ -759,12 +759,13 @@ __device__ __forceinline__ void stage_x(const __half *x, size_t cols, int batch,
     for (int c = 0; c < batch; c++) cp_async16(dst + c * XS + 8 * lane, src + (size_t)c * cols);
 }
 
-/* Blocks an SM the register allocation must leave room for (0: the compiler's choice), by what the
- * compiler gives without spills (sm_90a): Q4_K at batch 1..8 3 blocks (140 registers; its own choice is
- * 128 with spills), at 9..16 its own choice (164: 3 blocks; asked for 3 it spills); Q5_K at 9..16 at
- * least 1 (201 registers, 2 blocks; its own choice spills). */
+/* Blocks an SM the register allocation must leave room for (0: the compiler's choice; sm_90a, no spills
+ * in any of these): Q4_K at batch 1..8 3 blocks (140 registers; its own choice is 128 with spills); Q4_K
+ * at 9..16 and Q5_K at 9..16 1 (191 and 201 registers, 2 blocks). Q4_K at 9..16 with the compiler's own
+ * 164 registers (3 blocks) measured 1.27-1.45x cuBLAS fp16 at batch 16 on an H100, with 191 (2 blocks)
+ * 1.53-1.76x in the same run. QG_KQ_Q4_B16_MINB overrides the Q4_K 9..16 figure (device experiments). */
 #ifndef QG_KQ_Q4_B16_MINB
-#define QG_KQ_Q4_B16_MINB 0
+#define QG_KQ_Q4_B16_MINB 1
 #endif
 __host__ __device__ constexpr int staged_minb(int t, int nt, int r, int cg)
 {
