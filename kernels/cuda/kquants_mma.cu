@@ -578,12 +578,9 @@ __device__ __forceinline__ bool special_scales(const uint32_t (&v)[wwords<T>::n]
  * permutes take an immediate selector; else from the activations as superblock() does, and the byte as a
  * constant. Q4_K/Q5_K and the column groups measured faster with sum_flags, Q6_K/Q8_K at batch 1..16
  * without (H100). Either way every operation gets the same values. */
-#ifndef QG_KQ_NEWFORMS_ALL
-#define QG_KQ_NEWFORMS_ALL 0
-#endif
 template <int T, int CG> __host__ __device__ constexpr bool sum_flags()
 {
-    return T == QG_Q4_K || T == QG_Q5_K || CG > 1 || QG_KQ_NEWFORMS_ALL;
+    return T == QG_Q4_K || T == QG_Q5_K || CG > 1;
 }
 
 /* One super-block of the warp's R row tiles (words va/vb of rows g and g+8 of each tile) against the NT

@@ -719,11 +719,7 @@ QG_INLINE float kq_dot_row_q6_quads(const uint8_t *wrow, const uint8_t *q8row, s
                                                           (int)kq_ld32(y0 + 2 * QG_Q8K_BYTES + QG_Q8K_D), (int)kq_ld32(y0 + 3 * QG_Q8K_BYTES + QG_Q8K_D)));
         s4 = _mm_fmadd_ps(_mm_mul_ps(d, dy), s, s4); /* lane p: sumS_p, blocks i .. i + 3 */
     }
-    if (i == nb) { /* no tail: (sumS_0 + sumS_1) + (sumS_2 + sumS_3), less M's +0 (x - (+0) is x, -0 included) */
-        const __m128 t = _mm_add_ps(s4, _mm_movehdup_ps(s4));
-        return kq_canon_nan(_mm_cvtss_f32(_mm_add_ss(t, _mm_movehl_ps(t, t))));
-    }
-    /* into the kq_dsum layout (sumS_p, sumM_p = +0) for the tail steps */
+    /* into the kq_dsum layout (sumS_p, sumM_p = +0) for the tail steps and the result */
     kq_dsum a = {_mm_unpacklo_ps(s4, _mm_setzero_ps()), _mm_unpackhi_ps(s4, _mm_setzero_ps()), i};
     for (; i + 2 <= nb; i += 2) {
         const uint8_t *w0 = wrow + i * QG_Q6K_BYTES, *y0 = q8row + i * QG_Q8K_BYTES;
