@@ -1,44 +1,58 @@
 /* SpQR on the GPU: one fused kernel for dense 3-bit tiles + fp16 outliers (CSR or PTCSR) + the column
- * permutation, batch 1..16, float32 accumulation, float32 and/or fp16 outputs.
+ * permutation, batch 1..16, dense part on tensor cores, float32 accumulation, float32 and/or fp16 outputs.
  *
  * Work split. A block of 8 warps owns RB tile rows (16 output rows each); the WC = 8 / RB warps of a
- * tile row split its columns. A warp's lanes form 4 groups of 8: lane p of a group reads one 16-byte
- * slice of a tile (dense words 2p and 2p+1 = rows 2p and 2p+1, all 16 columns), so a group covers one
- * tile and a warp 4 consecutive tiles per step (512 contiguous bytes). Slot s = 4 * (warp in row) +
- * group takes the tiles t = s, s + S, s + 2S, ... (S = 4 * WC) in ascending order, then the outliers
- * l = s, s + S, ... of its two rows (the l-th outlier of a row is the same word in CSR and PTCSR, so both
- * layouts add the same terms in the same order). The S slot sums of a row are combined by a fixed
- * butterfly (xor 8, xor 16) and then warp by warp in ascending order. RB (hence WC and S) depends on
- * (m, n) only, never on the batch: every batch column goes through the same operations whatever the
- * batch size, so results are deterministic and batch-invariant (no atomics).
+ * tile row split its columns: warp w of a tile row takes the tiles t = w, w + WC, w + 2 WC, ... in
+ * ascending order, one mma.sync.m16n8k16 per tile and 8 batch columns, all chained into one float32
+ * accumulator, then the outliers l = w, w + WC, ... of the tile row's rows (the l-th outlier of a row is
+ * the same word in CSR and PTCSR, so both layouts add the same terms in the same order), one float32 fma
+ * each. The WC warp sums of a row are then added warp by warp in ascending order. RB (hence WC) depends
+ * on (m, n) only, never on the batch, and every batch size runs the same kernel: a column of the mma's
+ * B operand and of its result is computed independently of the other columns, so every batch column
+ * goes through the same operations whatever the batch size. Results are deterministic and
+ * batch-invariant (no atomics).
+ *
+ * Fragments straight from the dense words. Lane (g, t) = (lane / 4, lane % 4) loads the dense words of
+ * tile rows 2g and 2g+1 (one 16-byte load; its four lanes read the same bytes) and decodes only what its
+ * mma fragments hold: mma row g is tile row 2g, mma row g+8 is tile row 2g+1, and the lane's four mma
+ * columns 2t, 2t+1, 2t+8, 2t+9 are tile columns t, t+4, t+8, t+12 (a fixed permutation of each tile's
+ * 16 products, the same for A and B), whose codes two funnel shifts of the word line up in the two halves
+ * of a word. The staged x' holds each group of 16 columns in that order, so the lane's B fragment is one
+ * 8-byte load. Lane t decodes the second-order word and (s, z) of its two rows for the t-th of four
+ * consecutive tiles and passes them to the other lanes of its row group by shuffles. No weight moves
+ * between lanes and no barrier sits in the dense loop.
  *
  * Long outlier rows. A row with more than LONG_ROW outliers (one dense outlier row: n of them) would make
- * its slots' chains, one lane each, the block's critical path. Such a row leaves its slots: after the
- * dense part all 256 threads of the block take its outliers l = tid, tid + 256, ..., combine their sums
- * by a fixed butterfly and then warp by warp in ascending order (shared memory, two barriers), and the
- * row's output adds that sum last. Whether a row is long depends on its own outlier count only (PTCSR:
- * its leading nonzero words), so the batch size and the layout (CSR or PTCSR) never change a row's order.
+ * its warp's chain the block's critical path. Such a row leaves the warps: after the dense part all 256
+ * threads of the block take its outliers l = tid, tid + 256, ..., combine their sums by a fixed
+ * butterfly and then warp by warp in ascending order (shared memory, two barriers), and the row's output
+ * adds that sum last. Whether a row is long depends on its own outlier count only (PTCSR: its leading
+ * nonzero words), so the batch size and the layout (CSR or PTCSR) never change a row's order.
  *
- * Activations. x'[i] = x[perm[i]] is staged in shared memory as float32 (exact), one chunk of columns at
- * a time for all batch columns; the chunk size only changes when the barriers happen, not the order of
- * any sum. When x fits (RAW_MAX) it is first copied to shared memory as it is (coalesced) and the gather
- * reads that copy. Else (large batches, long rows) a first kernel, k_xprime, gathers x' once into a
- * device work area, and every block copies its chunks from there with coalesced 16-byte loads instead of
- * gathering the whole of x through the permutation (at batch 16 on 8192 columns that gather was 131072
- * scattered 2-byte loads a block). Outlier columns (unsigned 16-bit) read x' from the staged chunk when
- * it holds all n columns, else from the work area, or x[perm[c]] from the copy.
+ * Activations. x'[i] = x[perm[i]] is staged in shared memory as fp16 (the values themselves, the mma's B
+ * operand), batch column b at b * xstride, one chunk of columns at a time for all batch columns; the row
+ * stride is 8 halves more than the chunk so the eight batch rows of a B fragment load hit distinct banks.
+ * The chunk size only changes when the barriers happen, not the order of any sum. When x fits (RAW_MAX)
+ * it is first copied to shared memory as it is (coalesced) and the gather reads that copy. Else (large
+ * batches, long rows) a first kernel, k_xprime, gathers x' once into a device work area, and every block
+ * copies its chunks from there with coalesced 16-byte loads. Outlier columns (unsigned 16-bit) read x'
+ * from the staged chunk when it holds all n columns, else from the work area, or x[perm[c]] from the copy.
  *
  * Dequantization is the spec's fp16 sequence with correctly rounded half2 operations, never fused where
  * a product could round (the file is built with --fmad=false and uses the _rn forms): (s, z) =
  * RN16((s_s, z_s) * RN16((s_q, z_q) - (s_z, z_z))), w = RN16(s * RN16(q - z)). A 3-bit code becomes an
  * exact half by an AND (a subnormal) and one exact scaling, and q - z is one fused step whose product is
- * exactly q (code_pair_minus), so every rounding is the spec's. Products of two fp16 values are exact in
- * float32, so each term is added by one correctly rounded __fmaf_rn. The padded columns of a partial last
- * tile are skipped (their weight may be inf or NaN; the format says they contribute nothing).
+ * exactly q, so every rounding is the spec's. The decoded weights are exact fp16 values, fed to the
+ * tensor core as they are (e_k = 0); their products with the fp16 activations are exact. The padded
+ * columns of a partial last tile get weight +0 and activation +0 (their decoded weight may be inf or
+ * NaN; the format says they contribute nothing).
  *
- * Numerics as registered: float32 accumulation, every output a sum of n + (its row's outliers) terms,
- * rounded once to fp16 for the fp16 output; no term passes through more additions than that (the slot
- * chains and the long rows' trees are shorter), so the registered chain length still bounds every order.
+ * Numerics as registered: u_acc = QG_MMA_U_ACC (one mma block of 16 exact products is within 2^-21
+ * (|c| + sum |p|), reference/spec/numerics.md; a float32 fma or add is within 2^-24), every output a sum
+ * of n + (its row's outliers) terms, rounded once to fp16 for the fp16 output. A dense term passes
+ * through at most ceil(T / WC) mma blocks, then the warp's outlier fmas, WC - 1 warp adds and the long
+ * row's sum: with T = ceil(n / 16), never more than the registered n + (longest outlier row) (an add of
+ * a warp sum that is +0, as when a warp had no tile, is exact). Outlier terms pass through fewer.
  * The GPU never traps: all shapes are validated on the host.
  */
 #include <cuda_fp16.h>
@@ -53,8 +67,9 @@
 
 namespace {
 
+
 constexpr int WARPS = 8, THREADS = 32 * WARPS;
-/* Dynamic shared memory per block (at most; two blocks fit an SM): the staged activations x' (float32,
+/* Dynamic shared memory per block (at most; two blocks fit an SM): the staged activations x' (fp16,
  * batch x chunk columns) and, when x fits in RAW_MAX bytes, a plain copy of x from which x' is gathered. */
 constexpr int SMEM_BYTES = 100 * 1024, RAW_MAX = 64 * 1024;
 /* When the staged chunk cannot hold all n columns, outliers look up perm[c] in global memory at random:
@@ -101,74 +116,97 @@ struct kargs {
     int rb, wc, ct;      /* tile rows per block, warps per tile row, tiles per staged chunk */
     int kind;            /* qg_spqr_outlier_kind */
     int raw;             /* x (batch x n fp16) is copied to shared memory first, x' gathered from there */
-    const uint16_t *xp;  /* else x' gathered once by k_xprime: batch rows of xps fp16 values */
-    int xps;
+    const uint16_t *xp;  /* else x' gathered once by k_xprime: batch rows of xps fp16 values (staged order) */
+    const uint16_t *xt;  /* and transposed: x'[c] of all batch columns at c * bp */
+    int xps, bp;
 };
 
-/* x'_b[c] = x_b[perm[c]] for c < n, +0 up to xps (a multiple of 16): the work area the GEMV's blocks copy
- * their chunks from when x does not fit in shared memory. Exact (fp16 copies). */
-__global__ void k_xprime(const uint16_t *x, const uint16_t *perm, int n, int batch, int xps, uint16_t *xp)
+/* Position of column c in a staged row of x': inside each group of 16 columns, column 4q + t sits at
+ * 4t + q, so the four columns t, t+4, t+8, t+12 of mma lane t are one 8-byte load (see tile_mma). */
+__host__ __device__ __forceinline__ int xpos(int c) { return (c & ~15) | ((c & 3) << 2) | ((c >> 2) & 3); }
+
+/* Halves per staged batch row for a chunk of ct tiles: 16 ct rounded up to 16 mod 64, so the 8-byte B
+ * fragment loads of a half-warp (batch rows g..g+3, lanes t = 0..3) hit distinct banks. */
+__host__ __device__ __forceinline__ int xrow(int ct) { return 16 * ct + ((16 - 16 * (ct & 3)) & 63); }
+
+/* The work area the GEMV's blocks use when x does not fit in shared memory: x'_b[c] = x_b[perm[c]] for
+ * c < n, +0 up to xps (a multiple of 16), batch row b at b * xps in staged order (xpos), then the same
+ * values transposed, column c at xps * batch + c * bp (bp = 8 or 16 >= batch, +0 past the batch), for the
+ * outliers: all batch columns of one x'[c] in one or two 16-byte loads. Exact (fp16 copies). */
+__global__ void k_xprime(const uint16_t *x, const uint16_t *perm, int n, int batch, int xps, int bp, uint16_t *xp)
 {
-    const int total = xps * batch;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-        const int b = i / xps, c = i % xps;
+    const int stride = gridDim.x * blockDim.x, rows = xps * batch, cols = n * bp;
+    uint16_t *xt = xp + rows;
+    /* both loops write consecutive halves (coalesced); xpos is its own inverse */
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += stride) {
+        const int b = i / xps, c = xpos(i % xps);
         xp[i] = c < n ? __ldg(x + (size_t)b * (size_t)n + (perm ? __ldg(perm + c) : c)) : (uint16_t)0;
     }
-}
-
-/* A 3-bit code q at bit offset O <= 7 of a 16-bit half with a zero exponent field is the subnormal
- * q 2^(O-24) exactly; times 2^(15-O) (an fp16, exact) it is q 2^-9. Codes i (bits 6+3i) and i+8 (24 bits
- * higher) sit at the same offset of bytes k, k+1 and k+3, k+4, which one byte permute puts in the low and
- * the high half of a word:
- *   window bytes (0,1 | 3,4): pair 0 at offset 6;   (1,2 | 4,5): pairs 1, 2, 3 at 1, 4, 7;
- *   (2,3 | 5,6): pairs 4, 5 at 2, 5;                 (3,4 | 6,7): pairs 6, 7 at 0, 3.
- * RN16(q - z) is then one fused step q 2^-9 * 2^9 - z: its product is exactly q, so the single rounding
- * is the spec's. */
-template <int O>
-__device__ __forceinline__ __half2 code_pair_minus(uint32_t window, __half2 nz2)
-{
-    constexpr uint32_t MASK = (7u << O) | (7u << (16 + O));
-    constexpr uint32_t SCALE = ((uint32_t)(30 - O) << 10) | ((uint32_t)(30 - O) << 26); /* (2^(15-O), 2^(15-O)) */
-    const __half2 q9 = __hmul2_rn(u32_as_half2(window & MASK), u32_as_half2(SCALE));       /* exact: q 2^-9 */
-    return __hfma2(q9, u32_as_half2(0x60006000u), nz2);                                     /* RN16(q - z) */
-}
-
-/* w[j] (j = 0..15) of one row as float: the dequantization of the spec on half2 pairs (i, i+8);
- * nz2 = (-z, -z). */
-__device__ __forceinline__ void row_weights(uint32_t lo, uint32_t hi, __half2 s2, __half2 nz2, float *w)
-{
-    const uint32_t w0 = __byte_perm(lo, hi, 0x4310), w1 = __byte_perm(lo, hi, 0x5421);
-    const uint32_t w2 = __byte_perm(lo, hi, 0x6532), w3 = __byte_perm(lo, hi, 0x7643);
-#define QG_PAIR(I, WIN, O)                                                                          \
-    {                                                                                               \
-        const __half2 wv = __hmul2_rn(s2, code_pair_minus<O>(WIN, nz2));                            \
-        const float2 f = __half22float2(wv);                                                        \
-        w[I] = f.x;                                                                                 \
-        w[I + 8] = f.y;                                                                             \
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < cols; i += stride) {
+        const int c = i / bp, b = i % bp;
+        xt[i] = b < batch ? __ldg(x + (size_t)b * (size_t)n + (perm ? __ldg(perm + c) : c)) : (uint16_t)0;
     }
-    QG_PAIR(0, w0, 6) QG_PAIR(1, w1, 1) QG_PAIR(2, w1, 4) QG_PAIR(3, w1, 7)
-    QG_PAIR(4, w2, 2) QG_PAIR(5, w2, 5) QG_PAIR(6, w3, 0) QG_PAIR(7, w3, 3)
-#undef QG_PAIR
 }
 
-/* One tile, this lane's rows 2p and 2p+1: acc[row][b] += w[row][j] * x'_b[16t + j] for j < nv, in
- * order j = 0, 8, 1, 9, ..., 7, 15 (the same for every batch column). The second-order word is rebuilt
- * from the 8 lanes of the group (byte p comes from row 2p; the host checked that row 2p+1's copy is
- * equal). gmask: this group's lanes, which all hold the same tile; FULL: the whole warp is here (each
- * group on its own tile), so the shuffles take the full mask (xor 1, 2, 4 stay inside a group). */
-template <int B, bool PARTIAL, bool FULL>
-__device__ __forceinline__ void tile(const uint4 wd, const float *xt, int xstride, int p, unsigned gmask, int nv, float (&acc)[2][B])
+/* d = A * B + c, m16n8k16, fp16 inputs, float32 accumulation (in place). */
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {
-    const unsigned mask = FULL ? 0xFFFFFFFFu : gmask;
-    /* second-order word: lanes 0-3 of the group hold its low 32 bits, lanes 4-7 the high 32 bits */
-    uint32_t part = ((wd.y >> 22) & 0xFFu) << (8 * (p & 3));
-    part |= __shfl_xor_sync(mask, part, 1);
-    part |= __shfl_xor_sync(mask, part, 2);
-    const uint32_t other = __shfl_xor_sync(mask, part, 4);
-    const uint32_t so_lo = p < 4 ? part : other, so_hi = p < 4 ? other : part;
-    const __half2 ss = u32_as_half2(so_lo); /* (s_s, z_s) */
-    const __half2 zz = u32_as_half2(so_hi); /* (s_z, z_z) */
-    float w[2][16];
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Two 3-bit codes at offset O0 of the low half and O1 of the high half of a word whose exponent fields
+ * are 0 (MASK selects them; O <= 7 keeps a code in the mantissa) are the subnormals q 2^(O0-24) and
+ * q' 2^(O1-24) exactly; times SCALE = (2^(15-O0), 2^(15-O1)) (fp16 values, exact) they are (q, q') 2^-9.
+ * RN16(q - z) is then one fused step q 2^-9 * 2^9 - z: its product is exactly q, so the single rounding
+ * is the spec's; w = RN16(s * RN16(q - z)). */
+template <uint32_t MASK, uint32_t SCALE>
+__device__ __forceinline__ uint32_t pair_weights(uint32_t codes, __half2 s2, __half2 nz2)
+{
+    const __half2 q9 = __hmul2_rn(u32_as_half2(codes & MASK), u32_as_half2(SCALE)); /* exact */
+    const __half2 w = __hmul2_rn(s2, __hfma2(q9, u32_as_half2(0x60006000u), nz2));
+    uint32_t r;
+    memcpy(&r, &w, 4);
+    return r;
+}
+
+/* The A fragment words of one row for lane t: mma columns (2t, 2t+1) hold tile columns (t, t+4), mma
+ * columns (2t+8, 2t+9) hold (t+8, t+12) (a fixed permutation of the 16 products; B uses the same).
+ * Code j sits at bit 6 + 3j of the row's word: a right shift by 2 + 3t puts codes t, t+4 at bits 4 and
+ * 16 (offsets 4 and 0), one by 23 + 3t puts codes t+8, t+12 at bits 7 and 19 (offsets 7 and 3; t = 3
+ * shifts by 32, the clamped funnel shift's high word). */
+__device__ __forceinline__ void row_frag(uint32_t lo, uint32_t hi, uint32_t sh0, uint32_t sh1, __half2 s2, __half2 nz2, uint32_t &w0,
+                                         uint32_t &w1)
+{
+    w0 = pair_weights<0x00070070u, 0x78006800u>(__funnelshift_r(lo, hi, sh0), s2, nz2);
+    w1 = pair_weights<0x00380380u, 0x6C005C00u>(__funnelshift_rc(lo, hi, sh1), s2, nz2);
+#ifdef QG_CUDA_MUTANT_SPQR_PAIR_SWAP
+    w1 = __byte_perm(w1, 0u, 0x1032); /* a GPU-machine mutant: columns t+8 and t+12 exchanged */
+#endif
+}
+
+constexpr int NT_MAX = 2; /* mma column tiles: batch columns 8 nt .. 8 nt + 7 */
+
+/* One tile into the warp's accumulators: acc[nt] += A * B_nt with A the tile's decoded weights (mma row g
+ * = tile row 2g, row g+8 = tile row 2g+1, columns as in row_frag) and B_nt column j = x' of batch
+ * column 8 nt + j over the tile's 16 columns (xt: the tile's first column of batch column 0 in the staged
+ * chunk, staged order). wd: dense words of rows 2g and 2g+1; sh = 2 + 3t (row_frag). Lanes whose batch
+ * column does not exist read batch column B-1 again (their results are never stored; a column of the
+ * product depends on its own B column only). PARTIAL: columns >= nv get weight +0 (x' is +0 there). */
+template <int B, bool PARTIAL>
+__device__ __forceinline__ void tile_mma(const uint4 wd, const __half *xt, int xstride, int g, int t4, uint32_t sh, int nv,
+                                         float (&acc)[NT_MAX][4])
+{
+    constexpr int NT = (B + 7) / 8;
+    /* second-order word: byte g of row 2g; lanes g = 0..3 gather the low 32 bits, g = 4..7 the high */
+    uint32_t part = ((wd.y >> 22) & 0xFFu) << (8 * (g & 3));
+    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 4);
+    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 8);
+    const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, part, 16);
+    const __half2 ss = u32_as_half2(g < 4 ? part : other); /* (s_s, z_s) */
+    const __half2 zz = u32_as_half2(g < 4 ? other : part); /* (s_z, z_z) */
+    uint32_t a[4];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const uint32_t lo = r ? wd.z : wd.x, hi = r ? wd.w : wd.y;
@@ -178,27 +216,93 @@ __device__ __forceinline__ void tile(const uint4 wd, const float *xt, int xstrid
         const uint32_t f = __byte_perm(lo, 0u, 0x1010);
         const __half2 sqzq = __hsub2_rn(u32_as_half2((f & (7u | (7u << 19))) | 0x58006400u), u32_as_half2(0x58006400u)); /* exact */
         const __half2 sz = __hmul2_rn(ss, __hsub2_rn(sqzq, zz)); /* (s, z) */
-        row_weights(lo, hi, __low2half2(sz), __hneg2(__high2half2(sz)), w[r]);
+        const __half2 s2 = __low2half2(sz), nz2 = __hneg2(__high2half2(sz));
+        uint32_t w0, w1;
+        row_frag(lo, hi, sh, sh + 21u, s2, nz2, w0, w1); /* columns (t, t+4), (t+8, t+12) */
+        if (PARTIAL) {
+            w0 &= (t4 < nv ? 0xFFFFu : 0u) | (t4 + 4 < nv ? 0xFFFF0000u : 0u);
+            w1 &= (t4 + 8 < nv ? 0xFFFFu : 0u) | (t4 + 12 < nv ? 0xFFFF0000u : 0u);
+        }
+        a[r] = w0;
+        a[2 + r] = w1;
     }
 #pragma unroll
-    for (int b = 0; b < B; b++) {
-        const float4 *xv = reinterpret_cast<const float4 *>(xt + b * xstride);
-        float xf[16];
+    for (int nt = 0; nt < NT; nt++) {
+        const int bc = min(8 * nt + g, B - 1);
+        const uint2 bb = *reinterpret_cast<const uint2 *>(xt + bc * xstride + 4 * t4);
+        mma16816(acc[nt], a, bb.x, bb.y);
+    }
+}
+/* (s, z) of one row as a half2: the first-order scale and zero from its word's low half and the tile's
+ * second-order statistics ss = (s_s, z_s), zz = (s_z, z_z). (s_q, z_q): bits 0-2 at offset 0 of the low
+ * half, bits 3-5 at offset 3 of the high half; OR-ed with the exponent field 25 - offset each is the half
+ * 2^(10-offset) + code, and subtracting (1024, 128) leaves the code exactly. */
+__device__ __forceinline__ uint32_t row_sz(uint32_t lo, __half2 ss, __half2 zz)
+{
+    const uint32_t f = __byte_perm(lo, 0u, 0x1010);
+    const __half2 sqzq = __hsub2_rn(u32_as_half2((f & (7u | (7u << 19))) | 0x58006400u), u32_as_half2(0x58006400u)); /* exact */
+    const __half2 sz = __hmul2_rn(ss, __hsub2_rn(sqzq, zz));
+    uint32_t r;
+    memcpy(&r, &sz, 4);
+    return r;
+}
+
+/* Four tiles of the warp's chain (words cu[0..3], x' at xt[u]) with the per-row work shared: lane
+ * (g, t4) rebuilds the second-order word of tile t4 and decodes (s, z) of its rows 2g, 2g+1 there, and
+ * the four lanes of a row group pass them on by shuffles; then each tile's weights and mma as in
+ * tile_mma. The same values and the same mma sequence as four tile_mma calls. */
+template <int B>
+__device__ __forceinline__ void tiles4_mma(const uint4 *cu, const __half *const *xt, int xstride, int g, int t4, uint32_t sh,
+                                           float (&acc)[NT_MAX][4])
+{
+    constexpr int NT = (B + 7) / 8;
+    const int lane = 4 * g + t4;
+    uint32_t hiA = cu[0].y, loA = cu[0].x, loB = cu[0].z;
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const float4 v = xv[q];
-            xf[4 * q] = v.x;
-            xf[4 * q + 1] = v.y;
-            xf[4 * q + 2] = v.z;
-            xf[4 * q + 3] = v.w;
+    for (int u = 1; u < 4; u++)
+        if (t4 == u) {
+            hiA = cu[u].y;
+            loA = cu[u].x;
+            loB = cu[u].z;
+        }
+    uint32_t part = ((hiA >> 22) & 0xFFu) << (8 * (g & 3));
+    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 4);
+    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 8);
+    const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, part, 16);
+    const __half2 ss = u32_as_half2(g < 4 ? part : other), zz = u32_as_half2(g < 4 ? other : part);
+    const uint32_t szA = row_sz(loA, ss, zz), szB = row_sz(loB, ss, zz);
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int src = (lane & ~3) | u;
+        const uint32_t sz2[2] = {__shfl_sync(0xFFFFFFFFu, szA, src), __shfl_sync(0xFFFFFFFFu, szB, src)};
+        uint32_t a[4];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const uint32_t lo = r ? cu[u].z : cu[u].x, hi = r ? cu[u].w : cu[u].y;
+            const __half2 sz = u32_as_half2(sz2[r]);
+            const __half2 s2 = __low2half2(sz), nz2 = __hneg2(__high2half2(sz));
+            row_frag(lo, hi, sh, sh + 21u, s2, nz2, a[r], a[2 + r]);
         }
 #pragma unroll
-        for (int r = 0; r < 2; r++)
+        for (int nt = 0; nt < NT; nt++) {
+            const int bc = min(8 * nt + g, B - 1);
+            const uint2 bb = *reinterpret_cast<const uint2 *>(xt[u] + bc * xstride + 4 * t4);
+            mma16816(acc[nt], a, bb.x, bb.y);
+        }
+    }
+}
+
+/* D consecutive tiles of the warp's chain (x' of the u-th at xt0 + u xstep), in order. */
+template <int B, int D>
+__device__ __forceinline__ void tiles_mma(const uint4 (&cu)[D], const __half *xt0, int xstep, int xstride, int g, int t4, uint32_t sh,
+                                          float (&acc)[NT_MAX][4])
+{
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                if (!PARTIAL || i < nv) acc[r][b] = __fmaf_rn(w[r][i], xf[i], acc[r][b]);
-                if (!PARTIAL || i + 8 < nv) acc[r][b] = __fmaf_rn(w[r][i + 8], xf[i + 8], acc[r][b]);
-            }
+    for (int q = 0; q < D; q += 4) {
+        const __half *xt[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) xt[u] = xt0 + (q + u) * xstep;
+        tiles4_mma<B>(cu + q, xt, xstride, g, t4, sh, acc);
     }
 }
 
@@ -206,6 +310,36 @@ __device__ __forceinline__ void tile(const uint4 wd, const float *xt, int xstrid
 __device__ __forceinline__ bool is_long(const unsigned *lmask, int u)
 {
     return (lmask[u >> 5] >> (u & 31)) & 1u;
+}
+
+/* x'[c] of every batch column (pc: the column, or perm[c] where x' is read from x itself): from the staged
+ * chunk when it holds all n columns, else from the transposed work area (one 16-byte load per 8 batch
+ * columns), else from x (its shared-memory copy, or global memory). */
+template <int B>
+__device__ __forceinline__ void xprime_col(const kargs &a, bool whole, const __half *xs, int xstride, const uint16_t *xraw, uint32_t pc,
+                                           float (&xv)[B])
+{
+    if (whole) {
+        const int p = xpos((int)pc);
+#pragma unroll
+        for (int b = 0; b < B; b++) xv[b] = __half2float(xs[b * xstride + p]);
+    } else if (a.xp) {
+        const uint4 *q = reinterpret_cast<const uint4 *>(a.xt + (size_t)pc * (size_t)a.bp);
+#pragma unroll
+        for (int v = 0; v < (B + 7) / 8; v++) {
+            const uint4 h = __ldg(q + v);
+            const uint32_t hw[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                if (8 * v + i < B) xv[8 * v + i] = __half2float(__ushort_as_half((uint16_t)(hw[i / 2] >> (16 * (i % 2)))));
+        }
+    } else {
+#pragma unroll
+        for (int b = 0; b < B; b++) {
+            const uint16_t h = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc] : __ldg(a.x + (size_t)b * (size_t)a.n + pc);
+            xv[b] = __half2float(__ushort_as_half(h));
+        }
+    }
 }
 
 /* Outlier count of row k of tile row R in a PTCSR layer whose segment holds M words per row: the leading
@@ -235,7 +369,7 @@ __device__ __forceinline__ int ptcsr_row_count(const kargs &a, int R, int k, int
  * (it then still holds it), else x'[c] is read as x[perm[c]] from the raw copy or from memory. */
 template <int B>
 __device__ __forceinline__ void long_rows(const kargs &a, const unsigned *lmask, const int *plen, float *red, float *lsum,
-                                          const float *xs, const uint16_t *xraw, int xstride)
+                                          const __half *xs, const uint16_t *xraw, int xstride)
 {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const bool ptcsr = a.kind == QG_SPQR_OUTLIERS_PTCSR;
@@ -271,19 +405,10 @@ __device__ __forceinline__ void long_rows(const kargs &a, const unsigned *lmask,
                 for (int v = 0; v < UL; v++) {
                     if (j + v * stride >= cnt || (ptcsr && w[v] == 0)) continue;
                     const float val = __half2float(__ushort_as_half((uint16_t)(w[v] >> 16)));
+                    float xv[B];
+                    xprime_col<B>(a, whole, xs, xstride, xraw, pc[v], xv);
 #pragma unroll
-                    for (int b = 0; b < B; b++) {
-                        float xv;
-                        if (whole) {
-                            xv = xs[b * xstride + (int)pc[v]];
-                        } else if (a.xp) {
-                            xv = __half2float(__ushort_as_half(__ldg(a.xp + (size_t)b * (size_t)a.xps + pc[v])));
-                        } else {
-                            const uint16_t h = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc[v]] : __ldg(a.x + (size_t)b * (size_t)a.n + pc[v]);
-                            xv = __half2float(__ushort_as_half(h));
-                        }
-                        part[b] = __fmaf_rn(val, xv, part[b]);
-                    }
+                    for (int b = 0; b < B; b++) part[b] = __fmaf_rn(val, xv[b], part[b]);
                 }
             }
 #pragma unroll
@@ -307,42 +432,46 @@ __device__ __forceinline__ void long_rows(const kargs &a, const unsigned *lmask,
     }
 }
 
-template <int B>
-__global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(const kargs a)
+/* WC: warps per tile row as a constant (batch 1, where index arithmetic counts), 0: a.wc. */
+template <int B, int WC>
+__global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
 {
-    extern __shared__ float4 smem[];
-    float *xs = reinterpret_cast<float *>(smem);
-    uint16_t *xraw = reinterpret_cast<uint16_t *>(xs + (size_t)B * (size_t)a.ct * 16);
+    constexpr int NT = (B + 7) / 8;
+    extern __shared__ uint4 smem[];
+    __half *xs = reinterpret_cast<__half *>(smem);
+    const int xstride = xrow(a.ct);
+    uint16_t *xraw = reinterpret_cast<uint16_t *>(xs + (size_t)B * (size_t)xstride);
     __shared__ float red[WARPS * 16 * B];
     __shared__ float lsum[WARPS * 16 * B]; /* sums of the long rows' outliers, (local row, batch column) */
     __shared__ unsigned lmask[4];          /* bit u: local row u = 16 rl + k of this block is long */
     __shared__ int plen[WARPS * 16];       /* PTCSR: a row's own outlier count, where its segment is long */
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 3, p = lane & 7;
-    const int rloc = warp / a.wc, wcol = warp % a.wc;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int S = WC > 0 ? WC : a.wc; /* warps per tile row = the stride of a warp's tiles */
+    const int rloc = warp / S, wcol = warp % S;
     const int R = blockIdx.x * a.rb + rloc;
     const bool valid = R < a.RT;
-    const int S = 4 * a.wc, slot = 4 * wcol + g;
-    const unsigned gmask = 0xFFu << (lane & ~7);
-    const int xstride = a.ct * 16;
-    /* Weight loads in flight per lane: D tiles ahead (batch 1 runs more warps an SM instead; large
-     * batches need the registers for their accumulators, and their arithmetic hides the latency). */
-    constexpr int D = (B >= 3 && B <= 8) ? 4 : 2;
-    const uint4 *wbase = a.dense + (size_t)(valid ? R : 0) * (size_t)a.T * 8 + p;
+    const uint32_t sh = 2u + 3u * (uint32_t)t4; /* see row_frag */
+    /* Dense loads in flight per lane: D tiles ahead (one 16-byte load each). */
+    constexpr int D = B >= 2 && B <= 4 ? 8 : 4;
+    const uint4 *wbase = a.dense + (size_t)(valid ? R : 0) * (size_t)a.T * 8 + g;
 
-    float acc[2][B];
+    float acc[NT_MAX][4];
 #pragma unroll
-    for (int r = 0; r < 2; r++)
+    for (int nt = 0; nt < NT_MAX; nt++)
 #pragma unroll
-        for (int b = 0; b < B; b++) acc[r][b] = 0.0f;
+        for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
 
     for (int c0 = 0; c0 < a.T; c0 += a.ct) {
         const int c1 = min(c0 + a.ct, a.T), cend = min(c1, a.Tf);
-        /* First group of this chunk's weights in flight before the activations are staged. */
-        int t = c0 + slot;
-        uint4 nx[D];
+        /* This warp's tiles of the chunk: t = c0 + wcol + i S < cend; the first D in flight before the
+         * activations are staged. wp/rem: the next tile's words and how many tile indices are left. */
+        const size_t wstep = (size_t)S * 8;
+        int rem = cend - (c0 + wcol);
+        const uint4 *wp = wbase + (size_t)(c0 + wcol) * 8;
+        uint4 bufA[D], bufB[D];
 #pragma unroll
         for (int u = 0; u < D; u++)
-            nx[u] = (valid && t + u * S < cend) ? __ldcs(wbase + (size_t)(t + u * S) * 8) : make_uint4(0, 0, 0, 0);
+            if (valid && u * S < rem) bufA[u] = __ldcs(wp + u * wstep);
         if (c0 == 0 && warp < 4) {
             /* The long rows of this block (thread u = local row 16 rl + k), while the first weights load;
              * published by the barrier below. A PTCSR row's own count is searched for only when its
@@ -379,30 +508,21 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
             }
             __syncthreads();
         }
-        /* x'_b[c0*16 + i] for the chunk, 8 columns per thread step: the 8 permutation entries are read
-         * at once, then the 8 x values of each batch column (independent loads, many in flight). */
+        /* x'_b[c0*16 + i] for the chunk as fp16, 8 columns (one 16-byte store) per thread step; columns
+         * past n are +0. */
         const int len = (c1 - c0) * 16, col0 = c0 * 16;
         const bool pvec = a.perm != nullptr && (reinterpret_cast<uintptr_t>(a.perm) & 15) == 0;
         if (a.xp) {
-            /* copied from the gathered x' (8 values a 16-byte load, coalesced; xps and col0 are multiples
-             * of 16, and the work area is 16-byte aligned) */
+            /* copied from the gathered x' (coalesced; xps and col0 are multiples of 16, and the work area
+             * is 16-byte aligned) */
             const int units = len / 8;
             for (int v = tid; v < units * B; v += THREADS) {
                 const int b = v / units, e = v % units;
-                const uint4 h = __ldg(reinterpret_cast<const uint4 *>(a.xp + (size_t)b * (size_t)a.xps + (size_t)col0) + e);
-                const uint32_t hv[4] = {h.x, h.y, h.z, h.w};
-                float f[8];
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    f[2 * q] = __half2float(__ushort_as_half((uint16_t)(hv[q] & 0xFFFFu)));
-                    f[2 * q + 1] = __half2float(__ushort_as_half((uint16_t)(hv[q] >> 16)));
-                }
-                float4 *dst = reinterpret_cast<float4 *>(xs + b * xstride + 8 * e);
-                dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-                dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+                reinterpret_cast<uint4 *>(xs + b * xstride)[e] =
+                    __ldg(reinterpret_cast<const uint4 *>(a.xp + (size_t)b * (size_t)a.xps + (size_t)col0) + e);
             }
         }
-#pragma unroll 2
+#pragma unroll(B <= 2 ? 2 : 1)
         for (int i0 = tid * 8; !a.xp && i0 < len; i0 += THREADS * 8) {
             uint32_t pc[8];
             if (pvec && col0 + i0 + 8 <= a.n) {
@@ -422,60 +542,70 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
             }
 #pragma unroll
             for (int b = 0; b < B; b++) {
-                float f[8];
+                uint32_t h[8];
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
-                    const uint16_t h = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc[e]] : __ldg(a.x + (size_t)b * (size_t)a.n + pc[e]);
-                    f[e] = col0 + i0 + e < a.n ? __half2float(__ushort_as_half(h)) : 0.0f;
+                    const uint16_t hv = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc[e]] : __ldg(a.x + (size_t)b * (size_t)a.n + pc[e]);
+                    h[e] = col0 + i0 + e < a.n ? (uint32_t)hv : 0u;
                 }
-                float4 *dst = reinterpret_cast<float4 *>(xs + b * xstride + i0);
-                dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-                dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+                /* columns i0 + e and i0 + e + 4 sit side by side in staged order (xpos) */
+#pragma unroll
+                for (int e = 0; e < 4; e++) *reinterpret_cast<uint32_t *>(xs + b * xstride + xpos(i0 + e)) = h[e] | (h[e + 4] << 16);
             }
         }
         __syncthreads();
         if (valid) {
-            /* Steps where all D tiles of every group of the warp exist (warp-uniform test: the warp's
-             * last group is slot + 3 - g), then the guarded remainder. */
-            for (; t - g + (D - 1) * S + 3 < cend; t += D * S) {
-                uint4 cu[D];
-#pragma unroll
-                for (int u = 0; u < D; u++) cu[u] = nx[u];
+            const __half *xcur = xs + wcol * 16;
+            const int xstep = S * 16;
+            /* Steps where all D tiles exist (warp-uniform), loading the next D into the other buffer
+             * (two buffers, so no register copies), then the pending buffer's remaining tiles. */
+            bool pendB = false;
+            for (;;) {
+                if ((D - 1) * S >= rem) break;
+                wp += D * wstep;
+                rem -= D * S;
 #pragma unroll
                 for (int u = 0; u < D; u++)
-                    nx[u] = t + (D + u) * S < cend ? __ldcs(wbase + (size_t)(t + (D + u) * S) * 8) : make_uint4(0, 0, 0, 0);
+                    if (u * S < rem) bufB[u] = __ldcs(wp + u * wstep);
+                tiles_mma<B, D>(bufA, xcur, xstep, xstride, g, t4, sh, acc);
+                xcur += D * xstep;
+                if ((D - 1) * S >= rem) {
+                    pendB = true;
+                    break;
+                }
+                wp += D * wstep;
+                rem -= D * S;
 #pragma unroll
-                for (int u = 0; u < D; u++) tile<B, false, true>(cu[u], xs + (t + u * S - c0) * 16, xstride, p, gmask, 16, acc);
+                for (int u = 0; u < D; u++)
+                    if (u * S < rem) bufA[u] = __ldcs(wp + u * wstep);
+                tiles_mma<B, D>(bufB, xcur, xstep, xstride, g, t4, sh, acc);
+                xcur += D * xstep;
             }
-            for (; t < cend; t += D * S) {
-                uint4 cu[D];
+            if (pendB)
 #pragma unroll
-                for (int u = 0; u < D; u++) cu[u] = nx[u];
+                for (int u = 0; u < D; u++) bufA[u] = bufB[u];
 #pragma unroll
-                for (int u = 0; u < D; u++)
-                    nx[u] = t + (D + u) * S < cend ? __ldcs(wbase + (size_t)(t + (D + u) * S) * 8) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-                for (int u = 0; u < D; u++)
-                    if (t + u * S < cend) tile<B, false, false>(cu[u], xs + (t + u * S - c0) * 16, xstride, p, gmask, 16, acc);
-            }
-            /* The partial last tile (n % 16 columns) is the last of its slot's chain; it sits in the last chunk. */
-            if (c1 == a.T && a.Tf < a.T && (a.T - 1) % S == slot) {
+            for (int u = 0; u < D; u++)
+                if (u * S < rem) tile_mma<B, false>(bufA[u], xcur + u * xstep, xstride, g, t4, sh, 16, acc);
+            /* The partial last tile (n % 16 columns) is the last of its warp's chain; it sits in the last chunk. */
+            if (c1 == a.T && a.Tf < a.T && (a.T - 1) % S == wcol) {
                 const uint4 wd = __ldcs(wbase + (size_t)(a.T - 1) * 8);
-                tile<B, true, false>(wd, xs + (a.T - 1 - c0) * 16, xstride, p, gmask, a.n - 16 * (a.T - 1), acc);
+                tile_mma<B, true>(wd, xs + (a.T - 1 - c0) * 16, xstride, g, t4, sh, a.n - 16 * (a.T - 1), acc);
             }
         }
     }
 
     if (valid) {
-        /* Outliers of rows 2p and 2p+1: this slot takes l = slot, slot + S, ... in ascending order, U at
-         * a time per row (the words, then their permuted columns, then the products: loads in flight
-         * together). The l-th outlier of row 16R + k is word ro[row] + l (CSR) or ro[R] + 16 l + k
-         * (PTCSR, where 0 words are padding: they only end a row, and contribute nothing). */
+        /* Outliers of rows 2g and 2g+1, batch columns 8 nt + 2 t4 + e: this warp takes l = wcol, wcol + S,
+         * ... in ascending order, U at a time per row (the words, then their permuted columns, then the
+         * products: loads in flight together). The l-th outlier of row 16R + k is word ro[row] + l (CSR)
+         * or ro[R] + 16 l + k (PTCSR, where 0 words are padding: they only end a row, and contribute
+         * nothing). */
         constexpr int U = B <= 4 ? 8 : 4;
         int first[2] = {0, 0}, cnt[2] = {0, 0}, step = 1;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            const int k = 2 * p + r;
+            const int k = 2 * g + r;
             if (a.kind == QG_SPQR_OUTLIERS_CSR) {
                 first[r] = a.ro[16 * R + k];
                 cnt[r] = a.ro[16 * R + k + 1] - first[r];
@@ -490,13 +620,23 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
         const int most = max(cnt[0], cnt[1]);
         /* When the only chunk covers all n columns, x' is read from it by column (no permutation lookup). */
         const bool whole = a.ct >= a.T;
-        for (int j = slot; j < most; j += U * S) {
+        /* Lane t4 takes the sub-chain l = wcol + S (4 i + t4), i = 0, 1, ... (ascending) of both rows for
+         * every batch column, from +0; the four sub-chains of a row are combined by a fixed butterfly
+         * (xor 1, xor 2: every lane gets (s0 + s1) + (s2 + s3)) and the total is added to the row's
+         * accumulator once. The split depends on the row's outliers only, never on the batch. */
+        float part[2][B];
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int b = 0; b < B; b++) part[r][b] = 0.0f;
+        const int S4 = 4 * S;
+        for (int j = wcol + S * t4; j < most; j += U * S4) {
             uint32_t w[2][U], pc[2][U];
 #pragma unroll
             for (int r = 0; r < 2; r++)
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    const int l = j + u * S;
+                    const int l = j + u * S4;
                     w[r][u] = l < cnt[r] ? __ldg(a.cv + first[r] + l * step) : 0u;
                 }
 #pragma unroll
@@ -508,67 +648,78 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : B <= 8 ? 2 : 1) k_spqr(c
             for (int r = 0; r < 2; r++)
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    if (j + u * S >= cnt[r] || (a.kind == QG_SPQR_OUTLIERS_PTCSR && w[r][u] == 0)) continue;
+                    if (j + u * S4 >= cnt[r] || (a.kind == QG_SPQR_OUTLIERS_PTCSR && w[r][u] == 0)) continue;
                     const float v = __half2float(__ushort_as_half((uint16_t)(w[r][u] >> 16)));
+                    float xv[B];
+                    xprime_col<B>(a, whole, xs, xstride, xraw, pc[r][u], xv);
 #pragma unroll
-                    for (int b = 0; b < B; b++) {
-                        float xv;
-                        if (whole) {
-                            xv = xs[b * xstride + (int)pc[r][u]];
-                        } else if (a.xp) {
-                            xv = __half2float(__ushort_as_half(__ldg(a.xp + (size_t)b * (size_t)a.xps + pc[r][u])));
-                        } else {
-                            const uint16_t h = a.raw ? xraw[(uint32_t)b * (uint32_t)a.n + pc[r][u]] : __ldg(a.x + (size_t)b * (size_t)a.n + pc[r][u]);
-                            xv = __half2float(__ushort_as_half(h));
-                        }
-                        acc[r][b] = __fmaf_rn(v, xv, acc[r][b]);
-                    }
+                    for (int b = 0; b < B; b++) part[r][b] = __fmaf_rn(v, xv[b], part[r][b]);
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            if (cnt[r] <= wcol) continue; /* this warp has none of the row's outliers (the same for the row's 4 lanes) */
+#pragma unroll
+            for (int b = 0; b < B; b++) {
+                float v = part[r][b];
+                v += __shfl_xor_sync(0xFFFFFFFFu & (0xFu << (lane & ~3)), v, 1);
+                v += __shfl_xor_sync(0xFFFFFFFFu & (0xFu << (lane & ~3)), v, 2);
+                part[r][b] = v;
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float tot = 0.0f;
+#pragma unroll
+                    for (int tt = 0; tt < 4; tt++)
+                        if (t4 == tt && 8 * nt + 2 * tt + e < B) tot = part[r][8 * nt + 2 * tt + e];
+                    acc[nt][2 * r + e] += tot;
                 }
         }
     }
 
     long_rows<B>(a, lmask, plen, red, lsum, xs, xraw, xstride);
 
-    /* Fixed-order reduction: groups by butterfly (every lane ends with the same sum), then warps of the
-     * tile row in ascending order; a long row's outlier sum (lsum) is added last. */
+    /* Fixed-order reduction: warps of the tile row in ascending order; a long row's outlier sum (lsum)
+     * is added last. Lane (g, t4) holds rows 2g + r, batch columns 8 nt + 2 t4 + e in acc[nt][2r + e]. */
+    if (S == 1) {
+        if (valid)
 #pragma unroll
-    for (int r = 0; r < 2; r++)
+            for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-        for (int b = 0; b < B; b++) {
-            float v = acc[r][b];
-            v += __shfl_xor_sync(0xFFFFFFFFu, v, 8);
-            v += __shfl_xor_sync(0xFFFFFFFFu, v, 16);
-            acc[r][b] = v;
-        }
-    if (a.wc == 1) {
-        if (valid && g == 0)
+                for (int r = 0; r < 2; r++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int b = 8 * nt + 2 * t4 + e, k = 2 * g + r;
+                        if (b >= B) continue;
+                        const size_t o = (size_t)b * (size_t)a.m + (size_t)(16 * R + k);
+                        float s = acc[nt][2 * r + e];
+                        if (is_long(lmask, 16 * rloc + k)) s += lsum[(16 * rloc + k) * B + b];
+                        if (a.y32) a.y32[o] = s;
+                        if (a.y16) a.y16[o] = f32_to_f16_bits(s);
+                    }
+    } else {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int r = 0; r < 2; r++)
 #pragma unroll
-                for (int b = 0; b < B; b++) {
-                    const size_t o = (size_t)b * (size_t)a.m + (size_t)(16 * R + 2 * p + r);
-                    float s = acc[r][b];
-                    if (is_long(lmask, 16 * rloc + 2 * p + r)) s += lsum[(16 * rloc + 2 * p + r) * B + b];
-                    if (a.y32) a.y32[o] = s;
-                    if (a.y16) a.y16[o] = f32_to_f16_bits(s);
+                for (int e = 0; e < 2; e++) {
+                    const int b = 8 * nt + 2 * t4 + e;
+                    if (b < B) red[(warp * 16 + 2 * g + r) * B + b] = acc[nt][2 * r + e];
                 }
-        return;
-    }
-    if (g == 0)
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-#pragma unroll
-            for (int b = 0; b < B; b++) red[(warp * 16 + 2 * p + r) * B + b] = acc[r][b];
-    __syncthreads();
-    for (int idx = tid; idx < a.rb * 16 * B; idx += THREADS) {
-        const int rl = idx / (16 * B), k = (idx / B) % 16, b = idx % B, Rr = blockIdx.x * a.rb + rl;
-        if (Rr >= a.RT) continue;
-        float s = red[((rl * a.wc) * 16 + k) * B + b];
-        for (int w = 1; w < a.wc; w++) s += red[((rl * a.wc + w) * 16 + k) * B + b];
-        if (is_long(lmask, 16 * rl + k)) s += lsum[(16 * rl + k) * B + b];
-        const size_t o = (size_t)b * (size_t)a.m + (size_t)(16 * Rr + k);
-        if (a.y32) a.y32[o] = s;
-        if (a.y16) a.y16[o] = f32_to_f16_bits(s);
+        __syncthreads();
+        for (int idx = tid; idx < a.rb * 16 * B; idx += THREADS) {
+            const int rl = idx / (16 * B), k = (idx / B) % 16, b = idx % B, Rr = blockIdx.x * a.rb + rl;
+            if (Rr >= a.RT) continue;
+            float s = red[((rl * S) * 16 + k) * B + b];
+            for (int w = 1; w < S; w++) s += red[((rl * S + w) * 16 + k) * B + b];
+            if (is_long(lmask, 16 * rl + k)) s += lsum[(16 * rl + k) * B + b];
+            const size_t o = (size_t)b * (size_t)a.m + (size_t)(16 * Rr + k);
+            if (a.y32) a.y32[o] = s;
+            if (a.y16) a.y16[o] = f32_to_f16_bits(s);
+        }
     }
 }
 
@@ -579,38 +730,47 @@ inline bool x_is_raw(size_t n, size_t batch) { return (n * batch * 2 + 15) / 16 
 template <int B>
 int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
 {
-    static int attr_set = 0; /* the opt-in above 48 KiB, once per instantiation */
+    static int attr_set = 0; /* the opt-in above 48 KiB, once per instantiation (bit wc) */
     kargs a = a0;
-    const int S = 4 * a.wc;
+    const int S = a.wc;
     const size_t raw_bytes = ((size_t)a.n * B * 2 + 15) / 16 * 16;
     a.raw = x_is_raw((size_t)a.n, B);
     a.xp = nullptr;
+    a.xt = nullptr;
     a.xps = a.T * 16;
+    a.bp = B <= 8 ? 8 : 16;
     if (!a.raw) {
-        const int threads = 256, blocks = min((a.xps * B + threads - 1) / threads, 8 * 132);
-        k_xprime<<<blocks, threads, 0, s>>>(a.x, a.perm, a.n, B, a.xps, work);
+        const int threads = 256, blocks = min((a.xps * a.bp + threads - 1) / threads, 8 * 132);
+        k_xprime<<<blocks, threads, 0, s>>>(a.x, a.perm, a.n, B, a.xps, a.bp, work);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return qg_cuda_fail("k_xprime launch", e);
         a.xp = work;
+        a.xt = work + (size_t)a.xps * B;
     }
-    int ct = (int)(((size_t)SMEM_BYTES - (a.raw ? raw_bytes : 0)) / (64 * B));
-    ct -= ct % S; /* >= S: 36 KiB / (64 * 16) >= 32 >= S */
+    /* ct tiles a chunk: B rows of xrow(ct) <= 16 ct + 48 halves in `bytes` */
+    auto tiles_in = [](long bytes) { return bytes < 96 * B ? 0 : (int)((bytes / (2 * B) - 48) / 16); };
+    int ct = tiles_in((long)SMEM_BYTES - (long)(a.raw ? raw_bytes : 0));
+    ct -= ct % S; /* >= S: at least 36 KiB are left (raw_bytes <= RAW_MAX) */
     const int tmax = (a.T + S - 1) / S * S;
     if (ct > tmax) ct = tmax;
     if (ct < tmax && a.raw && a.perm != nullptr && a.kind != QG_SPQR_OUTLIERS_NONE) {
-        int cl = (int)(((size_t)SMEM_L1 - raw_bytes) / (64 * B)); /* raw_bytes <= 64 KiB < SMEM_L1 */
+        int cl = tiles_in((long)SMEM_L1 - (long)raw_bytes);
         cl -= cl % S;
         if (cl >= S && cl < ct) ct = cl;
     }
     a.ct = ct;
-    const size_t smem = (size_t)B * (size_t)ct * 64 + (a.raw ? raw_bytes : 0);
-    if (!attr_set) {
-        cudaError_t e = cudaFuncSetAttribute(k_spqr<B>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    const size_t smem = (size_t)B * (size_t)xrow(ct) * 2 + (a.raw ? raw_bytes : 0);
+    /* batch 1: the warp split as a constant */
+    void (*kern)(kargs);
+    if constexpr (B == 1) kern = a.wc == 1 ? k_spqr<1, 1> : a.wc == 2 ? k_spqr<1, 2> : a.wc == 4 ? k_spqr<1, 4> : k_spqr<1, 8>;
+    else kern = k_spqr<B, 0>;
+    if (!(attr_set & (1 << a.wc))) {
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_spqr)", e);
-        attr_set = 1;
+        attr_set |= 1 << a.wc;
     }
     const unsigned grid = (unsigned)((a.RT + a.rb - 1) / a.rb);
-    k_spqr<B><<<grid, THREADS, smem, s>>>(a);
+    kern<<<grid, THREADS, smem, s>>>(a);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_spqr launch", e);
 }
@@ -705,7 +865,9 @@ extern "C" int qg_spqr_gemv_cuda(const qg_spqr_layer *L, const uint16_t *x, size
 extern "C" size_t qg_spqr_cuda_work_bytes(size_t n, size_t batch)
 {
     if (n == 0 || n > QG_SPQR_MAX_N || batch < 1 || batch > QG_SPQR_MAX_BATCH || x_is_raw(n, batch)) return 0;
-    return (n + 15) / 16 * 16 * batch * sizeof(uint16_t);
+    /* staged-order rows (batch x xps), then the transposed copy (n x bp); xps * batch halves keep 16-byte
+     * alignment since xps is a multiple of 16 */
+    return ((n + 15) / 16 * 16 * batch + n * (batch <= 8 ? 8 : 16)) * sizeof(uint16_t);
 }
 
 extern "C" int qg_spqr_gemv_cuda_async(const qg_spqr_dev_layer *L, const void *dx, size_t batch, float *dy_f32, uint16_t *dy_f16,
