@@ -4,9 +4,11 @@
  * Work split. A block of 8 warps owns RB tile rows (16 output rows each); the WC = 8 / RB warps of a
  * tile row split its columns: warp w of a tile row takes the tiles t = w, w + WC, w + 2 WC, ... in
  * ascending order, one mma.sync.m16n8k16 per tile and 8 batch columns, all chained into one float32
- * accumulator, then the outliers l = w, w + WC, ... of the tile row's rows (the l-th outlier of a row is
- * the same word in CSR and PTCSR, so both layouts add the same terms in the same order), one float32 fma
- * each. The WC warp sums of a row are then added warp by warp in ascending order. RB (hence WC) depends
+ * accumulator. Then the warp's outliers of each row, l = w, w + WC, ... (the l-th outlier of a row is
+ * the same word in CSR and PTCSR, so both layouts add the same terms in the same order): the lane with
+ * t = ((l - w) / WC) mod 4 takes it, for every batch column, into its own float32 fma chain from +0; the four
+ * chains are combined by a fixed butterfly (s0 + s1) + (s2 + s3) and added to the accumulator once.
+ * The WC warp sums of a row are then added warp by warp in ascending order. RB (hence WC) depends
  * on (m, n) only, never on the batch, and every batch size runs the same kernel: a column of the mma's
  * B operand and of its result is computed independently of the other columns, so every batch column
  * goes through the same operations whatever the batch size. Results are deterministic and
@@ -30,12 +32,14 @@
  * nonzero words), so the batch size and the layout (CSR or PTCSR) never change a row's order.
  *
  * Activations. x'[i] = x[perm[i]] is staged in shared memory as fp16 (the values themselves, the mma's B
- * operand), batch column b at b * xstride, one chunk of columns at a time for all batch columns; the row
- * stride is 8 halves more than the chunk so the eight batch rows of a B fragment load hit distinct banks.
+ * operand) in the fragment order of each 16-column group (xpos), batch column b at b * xstride, one
+ * chunk of columns at a time for all batch columns; the row stride (xrow) makes the B fragment loads of
+ * a half-warp hit distinct banks.
  * The chunk size only changes when the barriers happen, not the order of any sum. When x fits (RAW_MAX)
  * it is first copied to shared memory as it is (coalesced) and the gather reads that copy. Else (large
  * batches, long rows) a first kernel, k_xprime, gathers x' once into a device work area, and every block
- * copies its chunks from there with coalesced 16-byte loads. Outlier columns (unsigned 16-bit) read x'
+ * copies its chunks from there with coalesced 16-byte loads; the work area also holds x' transposed, so an
+ * outlier reads x'[c] of 8 batch columns with one 16-byte load. Outlier columns (unsigned 16-bit) read x'
  * from the staged chunk when it holds all n columns, else from the work area, or x[perm[c]] from the copy.
  *
  * Dequantization is the spec's fp16 sequence with correctly rounded half2 operations, never fused where
@@ -50,9 +54,11 @@
  * Numerics as registered: u_acc = QG_MMA_U_ACC (one mma block of 16 exact products is within 2^-21
  * (|c| + sum |p|), reference/spec/numerics.md; a float32 fma or add is within 2^-24), every output a sum
  * of n + (its row's outliers) terms, rounded once to fp16 for the fp16 output. A dense term passes
- * through at most ceil(T / WC) mma blocks, then the warp's outlier fmas, WC - 1 warp adds and the long
- * row's sum: with T = ceil(n / 16), never more than the registered n + (longest outlier row) (an add of
- * a warp sum that is +0, as when a warp had no tile, is exact). Outlier terms pass through fewer.
+ * through at most ceil(T / WC) mma blocks (T = ceil(n / 16)), one add of the outlier sum, WC - 1 warp
+ * adds and the long row's sum; an outlier term through at most ceil(c / 4 WC) fmas, 2 butterfly adds,
+ * the add into the accumulator and the same warp adds. Counting only additions whose operands can both
+ * be nonzero (adding an exact zero is exact), neither exceeds the registered n + (longest outlier row)
+ * (reference/spec/numerics.md, "SpQR on tensor cores").
  * The GPU never traps: all shapes are validated on the host.
  */
 #include <cuda_fp16.h>
