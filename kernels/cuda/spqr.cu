@@ -730,8 +730,16 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
 }
 
 /* Whether x (batch x n fp16) fits the shared-memory copy the blocks gather x' from; else x' is gathered
- * once into the work area by k_xprime. */
-inline bool x_is_raw(size_t n, size_t batch) { return (n * batch * 2 + 15) / 16 * 16 <= (size_t)RAW_MAX; }
+ * once into the work area by k_xprime. At batch 1 the copy is taken only where the whole staged x' fits
+ * beside it: a wide layer (n > about 25000) reads x' from the work area instead, so it is staged in one
+ * chunk (no barrier inside the dense loop, outliers read it from shared memory, not through perm) and a
+ * block needs half the shared memory. Only where x' comes from changes, never a sum's order. */
+inline bool x_is_raw(size_t n, size_t batch)
+{
+    const size_t raw = (n * batch * 2 + 15) / 16 * 16;
+    if (batch == 1) return raw + (size_t)xrow((int)((n + 15) / 16)) * 2 <= (size_t)SMEM_BYTES;
+    return raw <= (size_t)RAW_MAX;
+}
 
 template <int B>
 int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
