@@ -35,9 +35,9 @@
  * operand) in the fragment order of each 16-column group (xpos), batch column b at b * xstride, one
  * chunk of columns at a time for all batch columns; the row stride (xrow) makes the B fragment loads of
  * a half-warp hit distinct banks.
- * The chunk size only changes when the barriers happen, not the order of any sum. When x fits (RAW_MAX)
- * it is first copied to shared memory as it is (coalesced) and the gather reads that copy. Else (large
- * batches, long rows) a first kernel, k_xprime, gathers x' once into a device work area, and every block
+ * The chunk size only changes when the barriers happen, not the order of any sum. When x fits (RAW_MAX;
+ * at batch 1, when the whole staged x' fits beside it: x_is_raw) it is first copied to shared memory as
+ * it is (coalesced) and the gather reads that copy. Else (large batches, wide layers) a first kernel, k_xprime, gathers x' once into a device work area, and every block
  * copies its chunks from there with coalesced 16-byte loads; the work area also holds x' transposed, so an
  * outlier reads x'[c] of 8 batch columns with one 16-byte load. Outlier columns (unsigned 16-bit) read x'
  * from the staged chunk when it holds all n columns, else from the work area, or x[perm[c]] from the copy.
