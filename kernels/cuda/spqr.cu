@@ -73,7 +73,6 @@
 
 namespace {
 
-
 constexpr int WARPS = 8, THREADS = 32 * WARPS;
 /* Dynamic shared memory per block (at most; two blocks fit an SM): the staged activations x' (fp16,
  * batch x chunk columns) and, when x fits in RAW_MAX bytes, a plain copy of x from which x' is gathered. */
@@ -179,14 +178,14 @@ __device__ __forceinline__ uint32_t pair_weights(uint32_t codes, __half2 s2, __h
 
 /* The A fragment words of one row for lane t: mma columns (2t, 2t+1) hold tile columns (t, t+4), mma
  * columns (2t+8, 2t+9) hold (t+8, t+12) (a fixed permutation of the 16 products; B uses the same).
- * Code j sits at bit 6 + 3j of the row's word: a right shift by 2 + 3t puts codes t, t+4 at bits 4 and
- * 16 (offsets 4 and 0), one by 23 + 3t puts codes t+8, t+12 at bits 7 and 19 (offsets 7 and 3; t = 3
- * shifts by 32, the clamped funnel shift's high word). */
-__device__ __forceinline__ void row_frag(uint32_t lo, uint32_t hi, uint32_t sh0, uint32_t sh1, __half2 s2, __half2 nz2, uint32_t &w0,
-                                         uint32_t &w1)
+ * Code j sits at bit 6 + 3j of the row's word: a right shift by sh = 2 + 3t puts codes t, t+4 at bits 4
+ * and 16 (offsets 4 and 0), one by sh + 21 puts codes t+8, t+12 at bits 7 and 19 (offsets 7 and 3; t = 3
+ * shifts by 32, the clamped funnel shift's high word). sz = (s, z) of the row. */
+__device__ __forceinline__ void row_frag(uint32_t lo, uint32_t hi, uint32_t sh, uint32_t sz, uint32_t &w0, uint32_t &w1)
 {
-    w0 = pair_weights<0x00070070u, 0x78006800u>(__funnelshift_r(lo, hi, sh0), s2, nz2);
-    w1 = pair_weights<0x00380380u, 0x6C005C00u>(__funnelshift_rc(lo, hi, sh1), s2, nz2);
+    const __half2 s2 = __low2half2(u32_as_half2(sz)), nz2 = __hneg2(__high2half2(u32_as_half2(sz)));
+    w0 = pair_weights<0x00070070u, 0x78006800u>(__funnelshift_r(lo, hi, sh), s2, nz2);
+    w1 = pair_weights<0x00380380u, 0x6C005C00u>(__funnelshift_rc(lo, hi, sh + 21u), s2, nz2);
 #ifdef QG_CUDA_MUTANT_SPQR_PAIR_SWAP
     w1 = __byte_perm(w1, 0u, 0x1032); /* a GPU-machine mutant: columns t+8 and t+12 exchanged */
 #endif
@@ -194,51 +193,6 @@ __device__ __forceinline__ void row_frag(uint32_t lo, uint32_t hi, uint32_t sh0,
 
 constexpr int NT_MAX = 2; /* mma column tiles: batch columns 8 nt .. 8 nt + 7 */
 
-/* One tile into the warp's accumulators: acc[nt] += A * B_nt with A the tile's decoded weights (mma row g
- * = tile row 2g, row g+8 = tile row 2g+1, columns as in row_frag) and B_nt column j = x' of batch
- * column 8 nt + j over the tile's 16 columns (xt: the tile's first column of batch column 0 in the staged
- * chunk, staged order). wd: dense words of rows 2g and 2g+1; sh = 2 + 3t (row_frag). Lanes whose batch
- * column does not exist read batch column B-1 again (their results are never stored; a column of the
- * product depends on its own B column only). PARTIAL: columns >= nv get weight +0 (x' is +0 there). */
-template <int B, bool PARTIAL>
-__device__ __forceinline__ void tile_mma(const uint4 wd, const __half *xt, int xstride, int g, int t4, uint32_t sh, int nv,
-                                         float (&acc)[NT_MAX][4])
-{
-    constexpr int NT = (B + 7) / 8;
-    /* second-order word: byte g of row 2g; lanes g = 0..3 gather the low 32 bits, g = 4..7 the high */
-    uint32_t part = ((wd.y >> 22) & 0xFFu) << (8 * (g & 3));
-    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 4);
-    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 8);
-    const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, part, 16);
-    const __half2 ss = u32_as_half2(g < 4 ? part : other); /* (s_s, z_s) */
-    const __half2 zz = u32_as_half2(g < 4 ? other : part); /* (s_z, z_z) */
-    uint32_t a[4];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const uint32_t lo = r ? wd.z : wd.x, hi = r ? wd.w : wd.y;
-        /* (s_q, z_q): bits 0-2 at offset 0 of the low half, bits 3-5 at offset 3 of the high half; OR-ed
-         * with the exponent field 25 - offset each is the half 2^(10-offset) + code, and subtracting
-         * (1024, 128) leaves the code exactly; then the first-order scale and zero */
-        const uint32_t f = __byte_perm(lo, 0u, 0x1010);
-        const __half2 sqzq = __hsub2_rn(u32_as_half2((f & (7u | (7u << 19))) | 0x58006400u), u32_as_half2(0x58006400u)); /* exact */
-        const __half2 sz = __hmul2_rn(ss, __hsub2_rn(sqzq, zz)); /* (s, z) */
-        const __half2 s2 = __low2half2(sz), nz2 = __hneg2(__high2half2(sz));
-        uint32_t w0, w1;
-        row_frag(lo, hi, sh, sh + 21u, s2, nz2, w0, w1); /* columns (t, t+4), (t+8, t+12) */
-        if (PARTIAL) {
-            w0 &= (t4 < nv ? 0xFFFFu : 0u) | (t4 + 4 < nv ? 0xFFFF0000u : 0u);
-            w1 &= (t4 + 8 < nv ? 0xFFFFu : 0u) | (t4 + 12 < nv ? 0xFFFF0000u : 0u);
-        }
-        a[r] = w0;
-        a[2 + r] = w1;
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        const int bc = min(8 * nt + g, B - 1);
-        const uint2 bb = *reinterpret_cast<const uint2 *>(xt + bc * xstride + 4 * t4);
-        mma16816(acc[nt], a, bb.x, bb.y);
-    }
-}
 /* (s, z) of one row as a half2: the first-order scale and zero from its word's low half and the tile's
  * second-order statistics ss = (s_s, z_s), zz = (s_z, z_z). (s_q, z_q): bits 0-2 at offset 0 of the low
  * half, bits 3-5 at offset 3 of the high half; OR-ed with the exponent field 25 - offset each is the half
@@ -253,6 +207,59 @@ __device__ __forceinline__ uint32_t row_sz(uint32_t lo, __half2 ss, __half2 zz)
     return r;
 }
 
+/* The tile's second-order word from its 8 row groups: lane group g holds byte g in bits 22-29 of hi (row
+ * 2g's word; the host checked that row 2g+1's copy is equal); groups 0..3 gather the low 32 bits
+ * ss = (s_s, z_s), groups 4..7 the high ones zz = (s_z, z_z), and swap. */
+__device__ __forceinline__ void second_order(uint32_t hi, int g, __half2 &ss, __half2 &zz)
+{
+    uint32_t part = ((hi >> 22) & 0xFFu) << (8 * (g & 3));
+    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 4);
+    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 8);
+    const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, part, 16);
+    ss = u32_as_half2(g < 4 ? part : other);
+    zz = u32_as_half2(g < 4 ? other : part);
+}
+
+/* acc[nt] += A * B_nt for the tile's A fragment a and B_nt column j = x' of batch column 8 nt + j over
+ * its 16 columns (xt: the tile's first column of batch column 0 in the staged chunk, staged order; one
+ * 8-byte load). Lanes whose batch column does not exist read batch column B-1 again (their results are
+ * never stored; a column of the product depends on its own B column only). */
+template <int B>
+__device__ __forceinline__ void tile_product(float (&acc)[NT_MAX][4], const uint32_t (&a)[4], const __half *xt, int xstride, int g, int t4)
+{
+#pragma unroll
+    for (int nt = 0; nt < (B + 7) / 8; nt++) {
+        const int bc = min(8 * nt + g, B - 1);
+        const uint2 bb = *reinterpret_cast<const uint2 *>(xt + bc * xstride + 4 * t4);
+        mma16816(acc[nt], a, bb.x, bb.y);
+    }
+}
+
+/* One tile into the warp's accumulators: its decoded weights (mma row g = tile row 2g, row g+8 = tile
+ * row 2g+1, columns as in row_frag) times x' (tile_product). wd: dense words of rows 2g and 2g+1;
+ * sh = 2 + 3t (row_frag). PARTIAL: columns >= nv get weight +0 (x' is +0 there). */
+template <int B, bool PARTIAL>
+__device__ __forceinline__ void tile_mma(const uint4 wd, const __half *xt, int xstride, int g, int t4, uint32_t sh, int nv,
+                                         float (&acc)[NT_MAX][4])
+{
+    __half2 ss, zz;
+    second_order(wd.y, g, ss, zz);
+    uint32_t a[4];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const uint32_t lo = r ? wd.z : wd.x, hi = r ? wd.w : wd.y;
+        uint32_t w0, w1;
+        row_frag(lo, hi, sh, row_sz(lo, ss, zz), w0, w1); /* columns (t, t+4), (t+8, t+12) */
+        if (PARTIAL) {
+            w0 &= (t4 < nv ? 0xFFFFu : 0u) | (t4 + 4 < nv ? 0xFFFF0000u : 0u);
+            w1 &= (t4 + 8 < nv ? 0xFFFFu : 0u) | (t4 + 12 < nv ? 0xFFFF0000u : 0u);
+        }
+        a[r] = w0;
+        a[2 + r] = w1;
+    }
+    tile_product<B>(acc, a, xt, xstride, g, t4);
+}
+
 /* Four tiles of the warp's chain (words cu[0..3], x' at xt[u]) with the per-row work shared: lane
  * (g, t4) rebuilds the second-order word of tile t4 and decodes (s, z) of its rows 2g, 2g+1 there, and
  * the four lanes of a row group pass them on by shuffles; then each tile's weights and mma as in
@@ -261,7 +268,6 @@ template <int B>
 __device__ __forceinline__ void tiles4_mma(const uint4 *cu, const __half *const *xt, int xstride, int g, int t4, uint32_t sh,
                                            float (&acc)[NT_MAX][4])
 {
-    constexpr int NT = (B + 7) / 8;
     const int lane = 4 * g + t4;
     uint32_t hiA = cu[0].y, loA = cu[0].x, loB = cu[0].z;
 #pragma unroll
@@ -271,11 +277,8 @@ __device__ __forceinline__ void tiles4_mma(const uint4 *cu, const __half *const 
             loA = cu[u].x;
             loB = cu[u].z;
         }
-    uint32_t part = ((hiA >> 22) & 0xFFu) << (8 * (g & 3));
-    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 4);
-    part |= __shfl_xor_sync(0xFFFFFFFFu, part, 8);
-    const uint32_t other = __shfl_xor_sync(0xFFFFFFFFu, part, 16);
-    const __half2 ss = u32_as_half2(g < 4 ? part : other), zz = u32_as_half2(g < 4 ? other : part);
+    __half2 ss, zz;
+    second_order(hiA, g, ss, zz);
     const uint32_t szA = row_sz(loA, ss, zz), szB = row_sz(loB, ss, zz);
 #pragma unroll
     for (int u = 0; u < 4; u++) {
@@ -283,18 +286,8 @@ __device__ __forceinline__ void tiles4_mma(const uint4 *cu, const __half *const 
         const uint32_t sz2[2] = {__shfl_sync(0xFFFFFFFFu, szA, src), __shfl_sync(0xFFFFFFFFu, szB, src)};
         uint32_t a[4];
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const uint32_t lo = r ? cu[u].z : cu[u].x, hi = r ? cu[u].w : cu[u].y;
-            const __half2 sz = u32_as_half2(sz2[r]);
-            const __half2 s2 = __low2half2(sz), nz2 = __hneg2(__high2half2(sz));
-            row_frag(lo, hi, sh, sh + 21u, s2, nz2, a[r], a[2 + r]);
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const int bc = min(8 * nt + g, B - 1);
-            const uint2 bb = *reinterpret_cast<const uint2 *>(xt[u] + bc * xstride + 4 * t4);
-            mma16816(acc[nt], a, bb.x, bb.y);
-        }
+        for (int r = 0; r < 2; r++) row_frag(r ? cu[u].z : cu[u].x, r ? cu[u].w : cu[u].y, sh, sz2[r], a[r], a[2 + r]);
+        tile_product<B>(acc, a, xt[u], xstride, g, t4);
     }
 }
 
@@ -603,8 +596,8 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
 
     if (valid) {
         /* Outliers of rows 2g and 2g+1, batch columns 8 nt + 2 t4 + e: this warp takes l = wcol, wcol + S,
-         * ... in ascending order, U at a time per row (the words, then their permuted columns, then the
-         * products: loads in flight together). The l-th outlier of row 16R + k is word ro[row] + l (CSR)
+         * ..., split into four ascending sub-chains (below), U at a time per row (the words, then their
+         * permuted columns, then the products: loads in flight together). The l-th outlier of row 16R + k is word ro[row] + l (CSR)
          * or ro[R] + 16 l + k (PTCSR, where 0 words are padding: they only end a row, and contribute
          * nothing). */
         constexpr int U = B <= 4 ? 8 : 4;
