@@ -113,14 +113,11 @@ QG_FP16_ADAPTERS(cuda)
 #define QG_SPQR_GEMV_ROW(be, sfx, built) QG_SPQR_GEMV_ROW_N(be, sfx, built, QG_NUMERICS_F32ACC_F32OUT, QG_NUMERICS_F32ACC_F16OUT)
 /* The CUDA GEMV's dense part runs on tensor cores (fp16 weights as decoded, e_k = 0): u_acc = QG_MMA_U_ACC,
  * d = n + longest outlier row as for the others (kernels/cuda/spqr.cu, reference/spec/numerics.md). */
-#define QG_NUMERICS_SPQR_MMA_F32OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-24, 0x1p-149, 0, 0x1.ffffffp127}
-#define QG_NUMERICS_SPQR_MMA_F16OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-11, 0x1p-24, 0, 65520.0}
 #define QG_SPQR_ROWS                                                                                     \
     {"spqr", "dequant", QG_BACKEND_REF, "qg_spqr_dequant_ref", QG_KIND_SPQR_DEQUANT, QG_ELEM_U64, QG_ELEM_F16,   \
      QG_NUMERICS_EXACT, QG_NUMERICS_EXACT, {.spqr_dequant = QG_FN(QG_SPQR_REF, qg_spqr_dequant_ref)}},   \
     QG_SPQR_GEMV_ROW(QG_BACKEND_REF, ref, QG_SPQR_REF), QG_SPQR_GEMV_ROW(QG_BACKEND_AVX2, avx2, QG_SPQR_AVX2), \
-    QG_SPQR_GEMV_ROW(QG_BACKEND_NEON, neon, QG_SPQR_NEON), QG_SPQR_GEMV_ROW_N(QG_BACKEND_CUDA, cuda, QG_SPQR_CUDA, QG_NUMERICS_SPQR_MMA_F32OUT, \
-                       QG_NUMERICS_SPQR_MMA_F16OUT)
+    QG_SPQR_GEMV_ROW(QG_BACKEND_NEON, neon, QG_SPQR_NEON), QG_SPQR_GEMV_ROW_N(QG_BACKEND_CUDA, cuda, QG_SPQR_CUDA, QG_NUMERICS_MMA_F32OUT, QG_NUMERICS_MMA_F16OUT)
 
 /* rANS rows: normalization and encoding (reference only), decoding, the fused product and the plain
  * int8 GEMV baseline; all exact. Which kernels exist (0/1 per backend): */

@@ -15,10 +15,7 @@
 #endif
 #define QG_INT4_CUDA QG_HAVE_CUDA
 /* The CUDA W4A16 product runs on tensor cores: u_acc is the mma block model (QG_MMA_U_ACC, numerics
- * "W4A16 on tensor cores"); d = K covers its chain (group blocks + scale + group + split adds <= K). */
-#define QG_NUMERICS_INT4_MMA_F32OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-24, 0x1p-149, 0, 0x1.ffffffp127}
-#define QG_NUMERICS_INT4_MMA_F16OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-11, 0x1p-24, 0, 65520.0}
-
+ * "W4A16 on tensor cores", QG_NUMERICS_MMA_*); d = K covers its chain (group blocks + scale + group + split adds <= K). */
 #define QG_INT4_BACKEND_ROWS(be, sfx, built, n32, n16)                                                                     \
     {"int4", "gemm_packed", be, "qg_int4_gemm_packed_" #sfx, QG_KIND_INT4_GEMM_PACKED, QG_ELEM_U8, QG_ELEM_F32,   \
      QG_NUMERICS_EXACT, QG_NUMERICS_EXACT, {.int4_gemm_packed = QG_FN(built, qg_int4_gemm_packed_##sfx)}},        \
@@ -39,6 +36,6 @@
     QG_INT4_BACKEND_ROWS(QG_BACKEND_REF, ref, QG_INT4_REF, QG_NUMERICS_F32ACC_F32OUT, QG_NUMERICS_F32ACC_F16OUT),      \
     QG_INT4_BACKEND_ROWS(QG_BACKEND_AVX2, avx2, QG_INT4_AVX2, QG_NUMERICS_F32ACC_F32OUT, QG_NUMERICS_F32ACC_F16OUT),   \
     QG_INT4_BACKEND_ROWS(QG_BACKEND_NEON, neon, QG_INT4_NEON, QG_NUMERICS_F32ACC_F32OUT, QG_NUMERICS_F32ACC_F16OUT),   \
-    QG_INT4_BACKEND_ROWS(QG_BACKEND_CUDA, cuda, QG_INT4_CUDA, QG_NUMERICS_INT4_MMA_F32OUT, QG_NUMERICS_INT4_MMA_F16OUT)
+    QG_INT4_BACKEND_ROWS(QG_BACKEND_CUDA, cuda, QG_INT4_CUDA, QG_NUMERICS_MMA_F32OUT, QG_NUMERICS_MMA_F16OUT)
 
 #endif

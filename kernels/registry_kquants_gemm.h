@@ -21,16 +21,13 @@
 #define QG_KQ_GEMM_REF 1
 #define QG_KQ_GEMM_CUDA QG_HAVE_CUDA
 
-/* Tensor-core accumulation: u_acc = QG_MMA_U_ACC (2^-21), d = K; float32 / fp16 outputs. */
-#define QG_NUMERICS_KQ_MMA_F32OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-24, 0x1p-149, 0, 0x1.ffffffp127}
-#define QG_NUMERICS_KQ_MMA_F16OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-11, 0x1p-24, 0, 65520.0}
-
+/* Tensor-core accumulation: QG_NUMERICS_MMA_* (u_acc = QG_MMA_U_ACC = 2^-21, d = K; float32 / fp16 outputs). */
 #define QG_KQ_GEMM_ROW(fmt, be, sfx, built, nm32, nm16)                                                       \
     {#fmt, "gemm", be, "qg_kq_gemm_" #sfx, QG_KIND_KQ_GEMM, QG_ELEM_F16, QG_ELEM_F32, nm32, nm16,             \
      {.kq_gemm = QG_FN(built, qg_kq_gemm_##sfx)}}
 #define QG_KQ_GEMM_FMT_ROWS(fmt)                                                                              \
     QG_KQ_GEMM_ROW(fmt, QG_BACKEND_REF, ref, QG_KQ_GEMM_REF, QG_NUMERICS_F32ACC_F32OUT, QG_NUMERICS_F32ACC_F16OUT), \
-    QG_KQ_GEMM_ROW(fmt, QG_BACKEND_CUDA, cuda, QG_KQ_GEMM_CUDA, QG_NUMERICS_KQ_MMA_F32OUT, QG_NUMERICS_KQ_MMA_F16OUT)
+    QG_KQ_GEMM_ROW(fmt, QG_BACKEND_CUDA, cuda, QG_KQ_GEMM_CUDA, QG_NUMERICS_MMA_F32OUT, QG_NUMERICS_MMA_F16OUT)
 #define QG_KQ_GEMM_ROWS                                                                                       \
     QG_KQ_GEMM_FMT_ROWS(q4_k), QG_KQ_GEMM_FMT_ROWS(q5_k), QG_KQ_GEMM_FMT_ROWS(q6_k), QG_KQ_GEMM_FMT_ROWS(q8_k)
 

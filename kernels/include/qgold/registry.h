@@ -75,6 +75,9 @@ typedef struct {
  * model's 2 units of 2^-23 (2^-22) was exceeded on an H100 (3.46 units measured by gpu.tc_probe.cuda),
  * so qgold declares 4 units; the probe fails above this value. */
 #define QG_MMA_U_ACC 0x1p-21
+/* float32 accumulation on tensor cores (u_acc = QG_MMA_U_ACC, d = K), float32 / fp16 outputs */
+#define QG_NUMERICS_MMA_F32OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-24, 0x1p-149, 0, 0x1.ffffffp127}
+#define QG_NUMERICS_MMA_F16OUT {QG_TIER_BOUNDED, QG_MMA_U_ACC, 0, 0x1p-11, 0x1p-24, 0, 65520.0}
 
 /* Kernel kinds: each kind has one C signature and one audit runner. */
 typedef enum {
