@@ -219,16 +219,20 @@ __device__ __forceinline__ void q6_frags(uint32_t la0, uint32_t la1, uint32_t lb
     }
 }
 
+/* Signed byte k of w as a float, exactly, without a conversion instruction: the float with exponent
+ * byte 0x4B and low byte b + 128 is 2^23 + b + 128 (b + 128 = b ^ 0x80 as a byte); subtracting
+ * 2^23 + 128 = 8388736 is exact. */
+__device__ __forceinline__ float s8_to_f32(uint32_t w, int k)
+{
+    return __fadd_rn(__uint_as_float(__byte_perm(w ^ 0x80808080u, 0x4B000000u, 0x7540u + (uint32_t)k)), -8388736.0f);
+}
+
 /* Q6_K: the int8 group scales 2j and 2j+1 of rows a and b (Sa, Sb: their 4 scale words) times D, exact. */
 __device__ __forceinline__ void q6_scales(const uint32_t *Sa, const uint32_t *Sb, int j, float Da, float Db, float &a0a, float &a1a,
                                           float &a0b, float &a1b)
 {
-    const int ga = (int)(int8_t)((Sa[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
-    const int ga1 = (int)(int8_t)((Sa[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
-    const int gb = (int)(int8_t)((Sb[(2 * j) >> 2] >> (8 * ((2 * j) & 3))) & 0xFFu);
-    const int gb1 = (int)(int8_t)((Sb[(2 * j + 1) >> 2] >> (8 * ((2 * j + 1) & 3))) & 0xFFu);
-    a0a = __fmul_rn(Da, (float)ga), a1a = __fmul_rn(Da, (float)ga1);
-    a0b = __fmul_rn(Db, (float)gb), a1b = __fmul_rn(Db, (float)gb1);
+    a0a = __fmul_rn(Da, s8_to_f32(Sa[(2 * j) >> 2], (2 * j) & 3)), a1a = __fmul_rn(Da, s8_to_f32(Sa[(2 * j + 1) >> 2], (2 * j + 1) & 3));
+    a0b = __fmul_rn(Db, s8_to_f32(Sb[(2 * j) >> 2], (2 * j) & 3)), a1b = __fmul_rn(Db, s8_to_f32(Sb[(2 * j + 1) >> 2], (2 * j + 1) & 3));
 }
 
 /* Q6_K: part = fma(a_2j, S_2j, part), then part = fma(a_2j+1, S_2j+1, part). */
@@ -545,22 +549,67 @@ __device__ __forceinline__ void load_words(const uint8_t *p, int t, uint32_t (&v
             for (int hh = 0; hh < 2; hh++) v[12 + hh] = ld_u32(p + QG_Q5K_QH + 16 * hh + 4 * t);
         }
     } else if constexpr (T == QG_Q6_K) {
+        /* Raw aligned words; q6_align_words() turns them into the words at the block's own offsets once
+         * they have landed. A 210-byte block starts 2 bytes past a 4-byte boundary every other block
+         * (odd = 1). Word s (0..11) is the 4-byte-aligned word at byte 16 s + 4 t + 2 odd of the block
+         * (ql for s < 8, qh after: segment s covers bytes 16 s .. 16 s + 15); the scales likewise at
+         * 192 + 4 i + 2 odd. Word 16 is d (even) or the block's first two bytes (odd; d is then the top
+         * half of scale word 3). Every word read lies inside the block. */
+        const uint32_t odd = ((uint32_t)(uintptr_t)p >> 1) & 1u;
+        const uint8_t *pa = p + 2 * odd;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
+        for (int s = 0; s < 12; s++) v[s] = ld_u32(pa + 16 * s + 4 * t);
 #pragma unroll
-            for (int q = 0; q < 4; q++) v[4 * h + q] = ld_u32_a2(p + QG_Q6K_QL + 64 * h + 16 * q + 4 * t);
-#pragma unroll
-            for (int q = 0; q < 2; q++) v[8 + 2 * h + q] = ld_u32_a2(p + QG_Q6K_QH + 32 * h + 16 * q + 4 * t);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) v[12 + i] = ld_u32_a2(p + QG_Q6K_SCALES + 4 * i);
-        v[16] = (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(p + QG_Q6K_D));
+        for (int i = 0; i < 4; i++) v[12 + i] = ld_u32(pa + QG_Q6K_SCALES + 4 * i);
+        v[16] = (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(odd ? p : p + QG_Q6K_D));
     } else {
         v[0] = __ldg(reinterpret_cast<const uint32_t *>(p + QG_Q8K_D));
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) v[1 + 2 * j + hh] = ld_u32(p + QG_Q8K_QS + 32 * j + 16 * hh + 4 * t);
+    }
+}
+
+/* Q6_K: the raw words of load_words() (block at p) -> word s = bytes 16 s + 4 t .. + 3, scale word i =
+ * bytes 192 + 4 i .. + 3, word 16 = d. In an odd block a lane's word is the top half of the aligned word
+ * before its own (held by lane t - 1 of its row; for t = 0 by lane 3, one segment back) and the bottom
+ * half of its own: one shuffle and one byte permute a word. Skipped when every lane's block is even. */
+__device__ __forceinline__ void q6_align_words(const uint8_t *p, int lane, uint32_t (&v)[17])
+{
+    const uint32_t odd = ((uint32_t)(uintptr_t)p >> 1) & 1u;
+    if (!__any_sync(0xFFFFFFFFu, odd)) return;
+    const int t = lane & 3, src = (lane & ~3) | ((t + 3) & 3);
+    const uint32_t sel = odd ? 0x5432u : 0x7654u; /* (top half of prev, bottom half of own) or own */
+    /* scales first, from the top down: scale word 0's predecessor is lane 3's raw word 11 */
+    const uint32_t w11 = __shfl_sync(0xFFFFFFFFu, v[11], lane | 3);
+    const uint32_t d = odd ? v[15] >> 16 : v[16];
+#pragma unroll
+    for (int i = 3; i >= 0; i--) v[12 + i] = __byte_perm(i == 0 ? w11 : v[11 + i], v[12 + i], sel);
+#pragma unroll
+    for (int s = 11; s >= 0; s--) {
+        const uint32_t before = s == 0 ? v[16] << 16 : v[s - 1]; /* lane 3's word one segment back */
+#ifdef QG_CUDA_MUTANT_KQ_Q6_ALIGN
+        const uint32_t prev = __shfl_sync(0xFFFFFFFFu, v[s], src); /* a GPU-machine mutant: lane 0 takes lane 3's word of its own segment */
+#else
+        const uint32_t prev = __shfl_sync(0xFFFFFFFFu, t == 3 ? before : v[s], src);
+#endif
+        v[s] = __byte_perm(prev, v[s], sel);
+    }
+    v[16] = d;
+}
+
+/* The words of the R row-tile pairs of a warp for the super-block at byte offset off (Q6_K only). */
+template <int T, int R>
+__device__ __forceinline__ void q6_align(const uint8_t *const (&wa)[R], const uint8_t *const (&wb)[R], size_t off, int lane,
+                                         uint32_t (&va)[R][wwords<T>::n], uint32_t (&vb)[R][wwords<T>::n])
+{
+    if constexpr (T == QG_Q6_K) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            q6_align_words(wa[r] + off, lane, va[r]);
+            q6_align_words(wb[r] + off, lane, vb[r]);
+        }
     }
 }
 
@@ -821,6 +870,7 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
             load_words<T>(wb[r] + sb * bbytes, t, cvb[r]);
         }
     }
+    if (sb < nb) q6_align<T, R>(wa, wb, sb * bbytes, lane, cva, cvb);
     cp_async_commit();
     if (XSTAGES == 3) {
         if (sb + WARPS < nb) stage_x(x, cols, batch, sb + WARPS, xs + STAGE, lane);
@@ -867,6 +917,7 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
                 }
         }
         __syncwarp(); /* every lane is done with this stage before the next iteration's copy overwrites it */
+        q6_align<T, R>(wa, wb, ln * bbytes, lane, nva, nvb);
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll
@@ -916,13 +967,14 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
 
 /* Row tiles per warp of the staged kernel: 2, except Q5_K at batch 1..8 (one tile: its two-tile kernel
  * needs 168-179 registers there and measured 1.28-1.44x cuBLAS fp16 at batch 1 on an H100 against
- * 1.65-1.81x with one). QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at every batch, 1 or 2 pins the tiles
+ * 1.65-1.81x with one) and Q6_K at batch 9..16 (one tile: 8-12% faster on an H200; with two it needs
+ * more than 255 registers and spills). QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at every batch, 1 or 2 pins the tiles
  * (a tuning knob: every value gives the same bits). */
 int staged_tiles(qg_ktype t, size_t batch)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
-    return t == QG_Q5_K && batch <= 8 ? 1 : 2;
+    return (t == QG_Q5_K && batch <= 8) || (t == QG_Q6_K && batch > 8) ? 1 : 2;
 }
 
 /* Column groups for batch 17..32 (QG_CUDA_KQ_MMA_COLGROUPS = 0: k_kq_gemm there, as before the groups
