@@ -291,6 +291,15 @@ __device__ float special_part(const uint8_t *blk, const __half *xcol)
     return s;
 }
 
+/* special_part as a real call: keeps the rarely taken special-value path out of the staged Q6_K loop,
+ * whose unrolled body otherwise outgrows the instruction cache (Nsight Compute: "no instruction" the
+ * largest stall after "selected" at batch 1). */
+template <int T>
+__device__ __noinline__ float special_part_call(const uint8_t *blk, const __half *xcol)
+{
+    return special_part<T>(blk, xcol);
+}
+
 /* The B fragment of column col (zeros past the batch) for the 16-wide chunks at k = off and off + 16 of
  * the super-block starting at xsb; bit n of xm is set where one of the values is inf or NaN. */
 __device__ __forceinline__ void load_b(const __half *xsb, size_t cols, int batch, int col, int off, int n, uint2 &b0, uint2 &b1,
@@ -912,7 +921,8 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
                     const int col = 8 * n + 2 * t + (i & 1);
                     const bool xs_special = (xsp[r] >> (4 * n + i)) & 1u;
                     if (((i < 2 ? spa : spb) || xs_special) && col < batch)
-                        part[r][n][i] = special_part<T>((i < 2 ? wa[r] : wb[r]) + sb * bbytes, xsb + (size_t)col * cols);
+                        part[r][n][i] = T == QG_Q6_K ? special_part_call<T>((i < 2 ? wa[r] : wb[r]) + sb * bbytes, xsb + (size_t)col * cols)
+                                                     : special_part<T>((i < 2 ? wa[r] : wb[r]) + sb * bbytes, xsb + (size_t)col * cols);
                     acc[r][n][i] = __fadd_rn(acc[r][n][i], part[r][n][i]);
                 }
         }
