@@ -393,7 +393,8 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
  * Split-K: SEQ = false: the CTA does split blockIdx.z and ends through tile_store's workspace and
  * turnstile. SEQ = true (enough CTAs without splitting): the CTA walks the splits of splits_of(N, K) one
  * after the other over all of K; at a split's end its total p_s joins y = ((p_0 + p_1) + p_2) + ... in
- * registers, the order of tile_store, with no workspace. Both give the same bits for every output.
+ * registers (256 x 32 tiles, one CTA an SM) or in shared memory (128 x 64 tiles, two CTAs an SM), the
+ * order of tile_store, with no workspace. Both give the same bits for every output.
  * QG_CUDA_MUTANT_INT4_GEMM_STALE (a GPU-machine mutant like the one in tile_store) starts every group after
  * the first from the previous group's partial instead of +0: gpu.int4_cuda.gemm fails on it. */
 constexpr int GM_TN = 2, GM_TM = 4;
@@ -406,12 +407,17 @@ struct gm_cfg {
      * path's 128 x 64 tiles): 6 stages, 78 KB and at most 128 registers, two CTAs per SM */
     static constexpr int STAGES = OCC == 2 ? 6 : 8;
     static constexpr size_t SMEM = (size_t)STAGES * STG * 16;
+    /* SEQ at two CTAs an SM keeps its running sum over splits in shared memory after the ring (each
+     * thread its own 4 TN TM floats, thread-minor: no bank conflicts), so that the kernel fits 128
+     * registers; a split's end reads, adds and writes them once */
+    static constexpr bool YS_SMEM = OCC == 2;
+    static constexpr size_t SMEM_SEQ = SMEM + (YS_SMEM ? (size_t)GM_TN * GM_TM * 4 * THREADS * 4 : 0);
 };
 
 
-/* CTAs per SM of the workspace path (SEQ = false): 2 for the 128 x 64 tiles (M > 32: 0.65 -> 0.73x cuBLAS
- * at M = 64 on 8192 x 8192, H100), 1 for the 256 x 32 tiles (two CTAs measured 3-7% slower at M = 17..32).
- * The SEQ kernel keeps one (at 128 registers it spills). Same operations per output either way. */
+/* CTAs per SM: 2 for the 128 x 64 tiles (M > 32; workspace path 0.65 -> 0.73x cuBLAS at M = 64 on
+ * 8192 x 8192, H100; the SEQ kernel with its running sum in shared memory), 1 for the 256 x 32 tiles (two
+ * CTAs measured 3-7% slower at M = 17..32). Same operations per output either way. */
 constexpr int gm_occ(int WN, int WM) { return WN == 4 && WM == 2 ? 2 : 1; }
 
 template <int WN, int WM, bool SEQ, int OCC = 1>
@@ -478,6 +484,8 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM, OCC>::THREADS, OCC)
         }
     };
 
+    constexpr bool YS = SEQ && C::YS_SMEM;
+    float *const ysm = reinterpret_cast<float *>(gm_smem + (size_t)ST * C::STG) + tid; /* [(j TM + i) 4 + e] x THREADS */
     float yv[TN][TM][4], tot[TN][TM][4], par[TN][TM][4];
     float sa[TN], sb[TN];
     uint32_t za[TN], zbn[TN];
@@ -512,7 +520,12 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM, OCC>::THREADS, OCC)
             for (int i = 0; i < TM; i++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    yv[j][i][e] = sp == 0 ? tot[j][i][e] : __fadd_rn(yv[j][i][e], tot[j][i][e]);
+                    if constexpr (YS) {
+                        float *q = ysm + (size_t)((j * TM + i) * 4 + e) * C::THREADS;
+                        *q = sp == 0 ? tot[j][i][e] : __fadd_rn(*q, tot[j][i][e]);
+                    } else {
+                        yv[j][i][e] = sp == 0 ? tot[j][i][e] : __fadd_rn(yv[j][i][e], tot[j][i][e]);
+                    }
                     tot[j][i][e] = 0.0f;
                 }
     };
@@ -582,6 +595,14 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM, OCC>::THREADS, OCC)
     cp_async_wait<0>();
     if (cur >= 0) flush();
     if (SEQ) join();
+    if constexpr (YS) {
+#pragma unroll
+        for (int j = 0; j < TN; j++)
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) yv[j][i][e] = ysm[(size_t)((j * TM + i) * 4 + e) * C::THREADS];
+    }
 #pragma unroll
     for (int j = 0; j < TN; j++) {
         const int nt = nb0 + wn * TN + j;
@@ -823,7 +844,8 @@ int gemm_attrs_once()
         cudaError_t r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, false, occ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)gm_cfg<WN, WM, occ>::SMEM);
         if (r == cudaSuccess)
-            r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gm_cfg<WN, WM>::SMEM);
+            r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, true, occ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)gm_cfg<WN, WM, occ>::SMEM_SEQ);
         return r;
     }();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_gemm_kernel shared memory", e);
@@ -833,13 +855,16 @@ template <int WN, int WM>
 int launch_gemm_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq, int splits, float *part, unsigned *cnt, float *y32,
                    uint16_t *y16, cudaStream_t st)
 {
-    using C = gm_cfg<WN, WM>;
+    constexpr int occ = gm_occ(WN, WM);
+    using C = gm_cfg<WN, WM, occ>;
     int rc = gemm_attrs_once<WN, WM>();
     if (rc != QG_ERR_ok) return rc;
     const dev_shape d = dev_shape_of(w->s);
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)C::ROWS_X), (unsigned)ceil_div((size_t)d.nt, (size_t)C::NT), seq ? 1u : (unsigned)splits);
     const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
-    if (seq) w4a16_tc_gemm_kernel<WN, WM, true><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, nullptr, nullptr, y32, y16);
+    if (seq)
+        w4a16_tc_gemm_kernel<WN, WM, true, occ><<<grid, C::THREADS, C::SMEM_SEQ, st>>>(qw, w->sz, x, M, d, splits, nullptr,
+                                                                                                  nullptr, y32, y16);
     else
         w4a16_tc_gemm_kernel<WN, WM, false, gm_occ(WN, WM)><<<grid, C::THREADS, gm_cfg<WN, WM, gm_occ(WN, WM)>::SMEM, st>>>(
             qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
