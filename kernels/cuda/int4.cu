@@ -22,7 +22,7 @@
  * operations. No float atomics: split partials go to a workspace [S][rows][Np] and the warp that finishes
  * a tile's last split (an integer turnstile counter per tile) adds them in split order 0..S-1
  * (tile_store); or, where the grid is large without split-K, one CTA walks all splits in order and adds
- * each split's total to the running sum in registers: the same adds in the same order.
+ * each split's total to the running sum (registers or shared memory): the same adds in the same order.
  *
  * Speed: at small M the product is bound by the weight stream (4.5 bits per weight at g = 128), so every
  * load of a chunk (codes, scale/zero words, x) is issued chunks ahead of its use, the m-blocks that share
