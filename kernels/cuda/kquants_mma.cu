@@ -300,6 +300,15 @@ __device__ __noinline__ float special_part_call(const uint8_t *blk, const __half
     return special_part<T>(blk, xcol);
 }
 
+/* The staged kernel's fallback: the call for Q6_K; inlined for the other types, whose loops were not
+ * held back by the instruction cache and measured slower with the call (H200). */
+template <int T>
+__device__ __forceinline__ float special_part_staged(const uint8_t *blk, const __half *xcol)
+{
+    if constexpr (T == QG_Q6_K) return special_part_call<T>(blk, xcol);
+    else return special_part<T>(blk, xcol);
+}
+
 /* The B fragment of column col (zeros past the batch) for the 16-wide chunks at k = off and off + 16 of
  * the super-block starting at xsb; bit n of xm is set where one of the values is inf or NaN. */
 __device__ __forceinline__ void load_b(const __half *xsb, size_t cols, int batch, int col, int off, int n, uint2 &b0, uint2 &b1,
@@ -921,8 +930,7 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
                     const int col = 8 * n + 2 * t + (i & 1);
                     const bool xs_special = (xsp[r] >> (4 * n + i)) & 1u;
                     if (((i < 2 ? spa : spb) || xs_special) && col < batch)
-                        part[r][n][i] = T == QG_Q6_K ? special_part_call<T>((i < 2 ? wa[r] : wb[r]) + sb * bbytes, xsb + (size_t)col * cols)
-                                                     : special_part<T>((i < 2 ? wa[r] : wb[r]) + sb * bbytes, xsb + (size_t)col * cols);
+                        part[r][n][i] = special_part_staged<T>((i < 2 ? wa[r] : wb[r]) + sb * bbytes, xsb + (size_t)col * cols);
                     acc[r][n][i] = __fadd_rn(acc[r][n][i], part[r][n][i]);
                 }
         }
