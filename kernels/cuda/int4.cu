@@ -866,8 +866,7 @@ int launch_gemm_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, boo
         w4a16_tc_gemm_kernel<WN, WM, true, occ><<<grid, C::THREADS, C::SMEM_SEQ, st>>>(qw, w->sz, x, M, d, splits, nullptr,
                                                                                                   nullptr, y32, y16);
     else
-        w4a16_tc_gemm_kernel<WN, WM, false, gm_occ(WN, WM)><<<grid, C::THREADS, gm_cfg<WN, WM, gm_occ(WN, WM)>::SMEM, st>>>(
-            qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
+        w4a16_tc_gemm_kernel<WN, WM, false, occ><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_gemm_kernel launch", e);
 }
