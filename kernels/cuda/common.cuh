@@ -12,6 +12,9 @@
 /* Records "<what>: <cudaGetErrorString>" for qg_cuda_last_error() and returns QG_ERR_device_failed. */
 int qg_cuda_fail(const char *what, cudaError_t e);
 
+/* Number of multiprocessors of the current device (0 when it cannot be read). */
+int qg_cuda_sm_count();
+
 #define QG_CUDA_TRY(call)                                                                           \
     do {                                                                                            \
         cudaError_t qg_e_ = (call);                                                                 \

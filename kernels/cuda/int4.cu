@@ -835,48 +835,53 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel launch", e);
 }
 
-/* The M > 16 kernel's shared memory (above 48 KB), raised once per process like ring_attrs_once. */
-template <int WN, int WM>
+/* The M > 16 kernel's shared memory (above 48 KB), raised once per process and configuration like
+ * ring_attrs_once. */
+template <int WN, int WM, int OCC>
 int gemm_attrs_once()
 {
     static const cudaError_t e = [] {
-        constexpr int occ = gm_occ(WN, WM);
-        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, false, occ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)gm_cfg<WN, WM, occ>::SMEM);
+        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, false, OCC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)gm_cfg<WN, WM, OCC>::SMEM);
         if (r == cudaSuccess)
-            r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, true, occ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)gm_cfg<WN, WM, occ>::SMEM_SEQ);
+            r = cudaFuncSetAttribute(w4a16_tc_gemm_kernel<WN, WM, true, OCC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)gm_cfg<WN, WM, OCC>::SMEM_SEQ);
         return r;
     }();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_gemm_kernel shared memory", e);
 }
 
-template <int WN, int WM>
+template <int WN, int WM, int OCC>
 int launch_gemm_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq, int splits, float *part, unsigned *cnt, float *y32,
                    uint16_t *y16, cudaStream_t st)
 {
-    constexpr int occ = gm_occ(WN, WM);
-    using C = gm_cfg<WN, WM, occ>;
-    int rc = gemm_attrs_once<WN, WM>();
+    using C = gm_cfg<WN, WM, OCC>;
+    int rc = gemm_attrs_once<WN, WM, OCC>();
     if (rc != QG_ERR_ok) return rc;
     const dev_shape d = dev_shape_of(w->s);
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)C::ROWS_X), (unsigned)ceil_div((size_t)d.nt, (size_t)C::NT), seq ? 1u : (unsigned)splits);
     const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
     if (seq)
-        w4a16_tc_gemm_kernel<WN, WM, true, occ><<<grid, C::THREADS, C::SMEM_SEQ, st>>>(qw, w->sz, x, M, d, splits, nullptr,
+        w4a16_tc_gemm_kernel<WN, WM, true, OCC><<<grid, C::THREADS, C::SMEM_SEQ, st>>>(qw, w->sz, x, M, d, splits, nullptr,
                                                                                                   nullptr, y32, y16);
     else
-        w4a16_tc_gemm_kernel<WN, WM, false, occ><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
+        w4a16_tc_gemm_kernel<WN, WM, false, OCC><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_gemm_kernel launch", e);
 }
 
-/* M > 16: 8 warps of 2 x 4 mma tiles, as 8 x 1 (256 channels x 32 rows) up to M = 32, else 4 x 2 (128 x 64) */
+/* M > 16: 8 warps of 2 x 4 mma tiles, as 8 x 1 (256 channels x 32 rows) up to M = 32, else 4 x 2 (128 x 64).
+ * The 128 x 64 SEQ grid with no more CTAs than SMs gains nothing from two CTAs an SM, so it runs the
+ * one-CTA configuration (8 ring stages, running sum in registers; same adds in the same order, same
+ * bits): 4096 x 14336 at M = 256 (128 CTAs) 186 -> 173 us on the H200. */
 int launch_gemm_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, bool seq, int splits, float *part,
                      unsigned *cnt, float *y32, uint16_t *y16, cudaStream_t st)
 {
-    if (mt_for <= 32) return launch_gemm_tc<8, 1>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
-    return launch_gemm_tc<4, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
+    if (mt_for <= 32) return launch_gemm_tc<8, 1, gm_occ(8, 1)>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
+    using C = gm_cfg<4, 2, gm_occ(4, 2)>;
+    const size_t ctas = ceil_div((size_t)rows, (size_t)C::ROWS_X) * ceil_div((size_t)dev_shape_of(w->s).nt, (size_t)C::NT);
+    if (seq && ctas <= (size_t)qg_cuda_sm_count()) return launch_gemm_tc<4, 2, 1>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
+    return launch_gemm_tc<4, 2, gm_occ(4, 2)>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
 }
 
 /* SEQ (splits walked in order inside each CTA, no workspace) where the grid without split-K already has

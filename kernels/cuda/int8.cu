@@ -1122,17 +1122,6 @@ bool tm_map(tm_encode_fn enc, CUtensorMap *map, const int8_t *base, size_t rows,
                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* Number of multiprocessors of the current device (0 when it cannot be read). */
-int sm_count()
-{
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
-}
-
 /* Tiles of the TMA kernel for M x N (it takes at most 2^31 - 1). */
 size_t tma_tiles(size_t M, size_t N) { return ((M + TM_BM - 1) / TM_BM) * ((N + TM_BN - 1) / TM_BN); }
 
@@ -1141,7 +1130,7 @@ size_t tma_tiles(size_t M, size_t N) { return ((M + TM_BM - 1) / TM_BM) * ((N + 
 template <bool LEAN> int launch_tma(const int8_t *A, const int8_t *B, size_t K, const epi_args &e, cudaStream_t st)
 {
     const size_t tiles = tma_tiles(e.M, e.N);
-    const int sms = sm_count();
+    const int sms = qg_cuda_sm_count();
     const tm_encode_fn enc = tm_encoder();
     if (enc == nullptr || sms <= 0 || tiles > 2147483647u) return QG_ERR_unsupported;
     CUtensorMap ma, mb;
@@ -1414,7 +1403,7 @@ extern "C" int qg_int8_w8a8_cuda_async(const qg_int8_w8a8_args *p, int32_t *dacc
     }
     /* TMA + warp-specialized warpgroup MMA where built and its 128 x 256 tiles fill at least 7/8 of the
      * SMs (a driver without the tensor-map encoder: the cp.async kernels below) */
-    if (vec && forced == GEMM_AUTO && wgmma_available(st) && tma_tiles(M, N) * 8 >= (size_t)sm_count() * 7) {
+    if (vec && forced == GEMM_AUTO && wgmma_available(st) && tma_tiles(M, N) * 8 >= (size_t)qg_cuda_sm_count() * 7) {
         const int rc = launch_tma<true>(p->A, p->B, K, e, st);
         if (rc != QG_ERR_unsupported) return rc;
     }

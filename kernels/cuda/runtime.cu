@@ -16,6 +16,16 @@ int qg_cuda_fail(const char *what, cudaError_t e)
     return QG_ERR_device_failed;
 }
 
+int qg_cuda_sm_count()
+{
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
 extern "C" int qg_cuda_device_count(char *why, size_t why_len)
 {
     static int cached = -1;

@@ -392,6 +392,9 @@ static void test_gemm(void)
         gemm_case(31, 4096, 128, 1, (int)(~mi & 1), M, seed++); /* S = 16 splits */
     }
     gemm_case(24, 192, 64, 1, 1, 4096, seed++);
+    /* 16 x 19 = 304 CTAs of 128 x 64: more than SMs, so the two-CTA SEQ configuration (the M >= 64 calls
+     * above have fewer CTAs than SMs and run the one-CTA one) */
+    gemm_case(2432, 256, 128, 1, 0, 1024, seed++);
     /* long splits (8 chunks of 64 columns each): the weight prefetch ring refills (depth 4 for M <= 16, 2 above) */
     static const size_t Ml[] = {1, 16, 64};
     for (size_t i = 0; i < COUNT(Ml); i++) gemm_case(4096, 4096, 128, 1, 1, Ml[i], seed++);
