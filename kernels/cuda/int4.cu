@@ -279,6 +279,73 @@ __host__ __device__ constexpr int ring_stage_u4(int MT) { return RING_X + 64 * M
 template <int MT>
 size_t ring_smem_bytes() { return (size_t)RING_B * RING_NB * ring_stage_u4(MT) * 16; }
 
+/* Two whole groups qa, qa + 1 of two chunks each (g = 128: chunks cf, cf + 1 and cf + 2, cf + 3 in the
+ * ring stages st, st + STG, st + 2 STG, st + 3 STG): the operations of half_mma per output, as two
+ * independent mma chains. Each group's chain is its own k-tiles in order from +0, exactly as half_mma
+ * runs it; the chains meet only in the flushes, which keep the order: the group open before (if any),
+ * then qa, and qa + 1 is left open as half_mma leaves a group (flushed by the next group or at the
+ * split's end). Same operations, same bits; the two chains' mma latencies overlap where one chain
+ * (MT at M <= 16) had them add up. QG_CUDA_MUTANT_INT4_PAIR_ORDER (a GPU-machine mutant) flushes
+ * qa + 1 before qa: gpu.int4_cuda.gemm fails on it (its rows alone against the M > 16 kernel). */
+template <int MT>
+__device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *st, int tid, int warp, int gr, int t)
+{
+    constexpr int STG = ring_stage_u4(MT), XR = 8 * MT;
+    if (a.cur >= 0) acc_flush<MT>(a);
+    const uint4 zA = st[RING_SZ + warp * 8 + gr], zB = st[2 * STG + RING_SZ + warp * 8 + gr];
+    float saA, sbA, saB, sbB;
+    uint32_t zaA, zbnA, zaB, zbnB;
+    group_words(zA.x, zA.y, saA, sbA, zaA, zbnA);
+    group_words(zB.x, zB.y, saB, sbB, zaB, zbnB);
+    float pb[MT][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        const uint4 *sA = st + kk * STG, *sB = st + (kk + 2) * STG;
+        const uint4 wA = sA[RING_W + tid], wB = sB[RING_W + tid];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int h = j >> 1;
+            uint32_t A[4], B[4];
+            decode_ktile(j == 0 ? wA.x : j == 1 ? wA.y : j == 2 ? wA.z : wA.w, zaA, zbnA, A);
+            decode_ktile(j == 0 ? wB.x : j == 1 ? wB.y : j == 2 ? wB.z : wB.w, zaB, zbnB, B);
+#pragma unroll
+            for (int i = 0; i < MT; i++) {
+                const uint4 xa = sA[RING_X + (h * XR + 8 * i + gr) * 4 + t], xb = sB[RING_X + (h * XR + 8 * i + gr) * 4 + t];
+                const uint32_t xa0 = (j & 1) ? xa.z : xa.x, xa1 = (j & 1) ? xa.w : xa.y;
+                const uint32_t xb0 = (j & 1) ? xb.z : xb.x, xb1 = (j & 1) ? xb.w : xb.y;
+                if (kk == 0 && j == 0) {
+                    mma16816_c0(a.par[i], A[0], A[1], A[2], A[3], xa0, xa1);
+                    mma16816_c0(pb[i], B[0], B[1], B[2], B[3], xb0, xb1);
+                } else {
+                    mma16816(a.par[i], A, xa0, xa1);
+                    mma16816(pb[i], B, xb0, xb1);
+                }
+            }
+        }
+    }
+#ifdef QG_CUDA_MUTANT_INT4_PAIR_ORDER
+    /* qa + 1 flushed first; qa is left open (flushed after it) */
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+        a.tot[i][0] = __fadd_rn(a.tot[i][0], __fmul_rn(saB, pb[i][0]));
+        a.tot[i][1] = __fadd_rn(a.tot[i][1], __fmul_rn(saB, pb[i][1]));
+        a.tot[i][2] = __fadd_rn(a.tot[i][2], __fmul_rn(sbB, pb[i][2]));
+        a.tot[i][3] = __fadd_rn(a.tot[i][3], __fmul_rn(sbB, pb[i][3]));
+    }
+    a.cur = qa;
+    a.sa = saA, a.sb = sbA, a.za = zaA, a.zbn = zbnA;
+#else
+    a.sa = saA, a.sb = sbA;
+    acc_flush<MT>(a);
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) a.par[i][e] = pb[i][e];
+    a.cur = qa + 1;
+    a.sa = saB, a.sb = sbB, a.za = zaB, a.zbn = zbnB;
+#endif
+}
+
 /* Warp tiles of one n-tile and MT <= 2 m-tiles, for M <= 16. At small M the time is the
  * weight stream, and what it needs is many bytes in flight in long contiguous runs: the CTA copies every
  * operand of its chunks (codes, sz words, x) with cp.async into a shared-memory ring of RING_NB groups
@@ -288,7 +355,7 @@ size_t ring_smem_bytes() { return (size_t)RING_B * RING_NB * ring_stage_u4(MT) *
  * group's copies by every thread have landed (each thread waited for its own) and every warp has finished
  * the previous group, whose slots the copy issued next refills. All warps of a CTA walk the same chunks;
  * a warp past the last n-tile copies the last n-tile's codes and stores nothing. */
-template <int MT>
+template <int MT, bool PAIR>
 __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
                                                                      const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
                                                                      float *__restrict__ part, unsigned *__restrict__ cnt,
@@ -357,6 +424,13 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
         if (gi + NB - 1 < ng) issue_group(gi + NB - 1);
         cp_async_commit();
         const int slot0 = (gi % NB) * B;
+        const int cf = c0 + gi * B;
+        /* PAIR: g = 128 (gshift 3: chunks 2q, 2q + 1 form group q), chosen on the host so that the kernel
+         * of every other g keeps its code; here where the ring group's four chunks are two whole groups */
+        if (PAIR && B == 4 && (cf & 1) == 0 && cf + 3 < c1 && (cf >> 1) + 1 <= sh.G - 1) {
+            pair_mma<MT>(acc, cf >> 1, ring_smem + (size_t)slot0 * STG, tid, warp, gr, t);
+            continue;
+        }
 #pragma unroll
         for (int k = 0; k < B; k++) {
             const int c = c0 + gi * B + k;
@@ -812,9 +886,11 @@ int perm_of(const qg_w4a16 *L, int32_t *perm)
 int ring_attrs_once()
 {
     static const cudaError_t e = [] {
-        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_ring_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1>());
-        if (r == cudaSuccess)
-            r = cudaFuncSetAttribute(w4a16_tc_ring_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2>());
+        cudaError_t r = cudaSuccess;
+        for (auto k : {w4a16_tc_ring_kernel<1, false>, w4a16_tc_ring_kernel<1, true>})
+            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1>());
+        for (auto k : {w4a16_tc_ring_kernel<2, false>, w4a16_tc_ring_kernel<2, true>})
+            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2>());
         return r;
     }();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel shared memory", e);
@@ -829,8 +905,10 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
     const dev_shape d = dev_shape_of(w->s);
     const int R = M < 8 * MT ? M : 8 * MT; /* rows of x of the fullest CTA */
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
-    w4a16_tc_ring_kernel<MT><<<grid, WARPS * 32, ring_smem_bytes<MT>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits,
-                                                                            part, cnt, y32, y16, R);
+    /* g = 128: the paired-chain kernel (pair_mma); same operations per output as the other */
+    auto kern = d.gshift == 3 ? w4a16_tc_ring_kernel<MT, true> : w4a16_tc_ring_kernel<MT, false>;
+    kern<<<grid, WARPS * 32, ring_smem_bytes<MT>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt, y32,
+                                                          y16, R);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel launch", e);
 }

@@ -390,6 +390,9 @@ static void test_gemm(void)
         gemm_case(13, 8, 8, 1, (int)(mi & 1), M, seed++);       /* K = 8: one half-filled k-tile */
         gemm_case(40, 2056, 2056, 0, 0, M, seed++);             /* g = K, K not a multiple of 16 */
         gemm_case(31, 4096, 128, 1, (int)(~mi & 1), M, seed++); /* S = 16 splits */
+        /* g = 128 at M <= 16: two ring groups of two whole groups each (the paired chains), then a ring
+         * group of two chunks, one group (one chain) */
+        gemm_case(200, 640, 128, (int)(mi & 1), (int)(mi & 1), M, seed++);
     }
     gemm_case(24, 192, 64, 1, 1, 4096, seed++);
     /* 16 x 19 = 304 CTAs of 128 x 64: more than SMs, so the two-CTA SEQ configuration (the M >= 64 calls
