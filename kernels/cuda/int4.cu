@@ -279,28 +279,28 @@ __host__ __device__ constexpr int ring_stage_u4(int MT) { return RING_X + 64 * M
 template <int MT>
 size_t ring_smem_bytes() { return (size_t)RING_B * RING_NB * ring_stage_u4(MT) * 16; }
 
-/* Two whole groups qa, qa + 1 of two chunks each (g = 128: chunks cf, cf + 1 and cf + 2, cf + 3 in the
- * ring stages st, st + STG, st + 2 STG, st + 3 STG): the operations of half_mma per output, as two
- * independent mma chains. Each group's chain is its own k-tiles in order from +0, exactly as half_mma
+/* Two whole groups qa, qa + 1 of CPG chunks each (g = 64 CPG = 1, g = 128 CPG = 2; group qa in the ring
+ * stages st .. st + (CPG - 1) STG, qa + 1 in the CPG stages after): the operations of half_mma per
+ * output, as two independent mma chains. Each group's chain is its own k-tiles in order from +0, exactly as half_mma
  * runs it; the chains meet only in the flushes, which keep the order: the group open before (if any),
  * then qa, and qa + 1 is left open as half_mma leaves a group (flushed by the next group or at the
  * split's end). Same operations, same bits; the two chains' mma latencies overlap where one chain
  * (MT at M <= 16) had them add up. QG_CUDA_MUTANT_INT4_PAIR_ORDER (a GPU-machine mutant) flushes
  * qa + 1 before qa: gpu.int4_cuda.gemm fails on it (its rows alone against the M > 16 kernel). */
-template <int MT>
+template <int MT, int CPG>
 __device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *st, int tid, int warp, int gr, int t)
 {
     constexpr int STG = ring_stage_u4(MT), XR = 8 * MT;
     if (a.cur >= 0) acc_flush<MT>(a);
-    const uint4 zA = st[RING_SZ + warp * 8 + gr], zB = st[2 * STG + RING_SZ + warp * 8 + gr];
+    const uint4 zA = st[RING_SZ + warp * 8 + gr], zB = st[CPG * STG + RING_SZ + warp * 8 + gr];
     float saA, sbA, saB, sbB;
     uint32_t zaA, zbnA, zaB, zbnB;
     group_words(zA.x, zA.y, saA, sbA, zaA, zbnA);
     group_words(zB.x, zB.y, saB, sbB, zaB, zbnB);
     float pb[MT][4];
 #pragma unroll
-    for (int kk = 0; kk < 2; kk++) {
-        const uint4 *sA = st + kk * STG, *sB = st + (kk + 2) * STG;
+    for (int kk = 0; kk < CPG; kk++) {
+        const uint4 *sA = st + kk * STG, *sB = st + (kk + CPG) * STG;
         const uint4 wA = sA[RING_W + tid], wB = sB[RING_W + tid];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
@@ -355,7 +355,7 @@ __device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *
  * group's copies by every thread have landed (each thread waited for its own) and every warp has finished
  * the previous group, whose slots the copy issued next refills. All warps of a CTA walk the same chunks;
  * a warp past the last n-tile copies the last n-tile's codes and stores nothing. */
-template <int MT, bool PAIR>
+template <int MT, int PAIR>
 __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
                                                                      const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
                                                                      float *__restrict__ part, unsigned *__restrict__ cnt,
@@ -425,10 +425,16 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
         cp_async_commit();
         const int slot0 = (gi % NB) * B;
         const int cf = c0 + gi * B;
-        /* PAIR: g = 128 (gshift 3: chunks 2q, 2q + 1 form group q), chosen on the host so that the kernel
-         * of every other g keeps its code; here where the ring group's four chunks are two whole groups */
-        if (PAIR && B == 4 && (cf & 1) == 0 && cf + 3 < c1 && (cf >> 1) + 1 <= sh.G - 1) {
-            pair_mma<MT>(acc, cf >> 1, ring_smem + (size_t)slot0 * STG, tid, warp, gr, t);
+        /* PAIR: chunks a group, set on the host (0: g is not 64 or 128, and the kernel keeps its code).
+         * g = 128 (gshift 3: chunks 2q, 2q + 1 form group q) where the ring group's four chunks are two
+         * whole groups; g = 64 (chunk c is group c) as two pairs of groups */
+        if (PAIR == 2 && B == 4 && (cf & 1) == 0 && cf + 3 < c1 && (cf >> 1) + 1 <= sh.G - 1) {
+            pair_mma<MT, 2>(acc, cf >> 1, ring_smem + (size_t)slot0 * STG, tid, warp, gr, t);
+            continue;
+        }
+        if (PAIR == 1 && B == 4 && cf + 3 < c1 && cf + 3 <= sh.G - 1) {
+            pair_mma<MT, 1>(acc, cf, ring_smem + (size_t)slot0 * STG, tid, warp, gr, t);
+            pair_mma<MT, 1>(acc, cf + 2, ring_smem + (size_t)(slot0 + 2) * STG, tid, warp, gr, t);
             continue;
         }
 #pragma unroll
@@ -887,9 +893,9 @@ int ring_attrs_once()
 {
     static const cudaError_t e = [] {
         cudaError_t r = cudaSuccess;
-        for (auto k : {w4a16_tc_ring_kernel<1, false>, w4a16_tc_ring_kernel<1, true>})
+        for (auto k : {w4a16_tc_ring_kernel<1, 0>, w4a16_tc_ring_kernel<1, 1>, w4a16_tc_ring_kernel<1, 2>})
             if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1>());
-        for (auto k : {w4a16_tc_ring_kernel<2, false>, w4a16_tc_ring_kernel<2, true>})
+        for (auto k : {w4a16_tc_ring_kernel<2, 0>, w4a16_tc_ring_kernel<2, 1>, w4a16_tc_ring_kernel<2, 2>})
             if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2>());
         return r;
     }();
@@ -905,8 +911,8 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
     const dev_shape d = dev_shape_of(w->s);
     const int R = M < 8 * MT ? M : 8 * MT; /* rows of x of the fullest CTA */
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
-    /* g = 128: the paired-chain kernel (pair_mma); same operations per output as the other */
-    auto kern = d.gshift == 3 ? w4a16_tc_ring_kernel<MT, true> : w4a16_tc_ring_kernel<MT, false>;
+    /* g = 64, 128: the paired-chain kernels (pair_mma); same operations per output as the other */
+    auto kern = d.gshift == 3 ? w4a16_tc_ring_kernel<MT, 2> : d.gshift == 2 ? w4a16_tc_ring_kernel<MT, 1> : w4a16_tc_ring_kernel<MT, 0>;
     kern<<<grid, WARPS * 32, ring_smem_bytes<MT>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt, y32,
                                                           y16, R);
     cudaError_t e = cudaGetLastError();

@@ -393,6 +393,8 @@ static void test_gemm(void)
         /* g = 128 at M <= 16: two ring groups of two whole groups each (the paired chains), then a ring
          * group of two chunks, one group (one chain) */
         gemm_case(200, 640, 128, (int)(mi & 1), (int)(mi & 1), M, seed++);
+        /* g = 64: one ring group as two pairs of groups, then one chunk alone */
+        gemm_case(200, 320, 64, (int)(~mi & 1), (int)(mi & 1), M, seed++);
     }
     gemm_case(24, 192, 64, 1, 1, 4096, seed++);
     /* 16 x 19 = 304 CTAs of 128 x 64: more than SMs, so the two-CTA SEQ configuration (the M >= 64 calls
