@@ -196,17 +196,24 @@ struct w4a16_acc {
     uint32_t za, zbn;
 };
 
-/* tot += RN32(s * par) for the open group (the next group's first mma block starts from +0) */
+/* tot += RN32(s * par) for one group's partials par (scale sa for rows gr, sb for gr + 8) */
 template <int MT>
-__device__ __forceinline__ void acc_flush(w4a16_acc<MT> &a)
+__device__ __forceinline__ void group_flush(float (&tot)[MT][4], const float (&par)[MT][4], float sa, float sb)
 {
 #pragma unroll
     for (int i = 0; i < MT; i++) {
-        a.tot[i][0] = __fadd_rn(a.tot[i][0], __fmul_rn(a.sa, a.par[i][0]));
-        a.tot[i][1] = __fadd_rn(a.tot[i][1], __fmul_rn(a.sa, a.par[i][1]));
-        a.tot[i][2] = __fadd_rn(a.tot[i][2], __fmul_rn(a.sb, a.par[i][2]));
-        a.tot[i][3] = __fadd_rn(a.tot[i][3], __fmul_rn(a.sb, a.par[i][3]));
+        tot[i][0] = __fadd_rn(tot[i][0], __fmul_rn(sa, par[i][0]));
+        tot[i][1] = __fadd_rn(tot[i][1], __fmul_rn(sa, par[i][1]));
+        tot[i][2] = __fadd_rn(tot[i][2], __fmul_rn(sb, par[i][2]));
+        tot[i][3] = __fadd_rn(tot[i][3], __fmul_rn(sb, par[i][3]));
     }
+}
+
+/* the open group's flush (the next group's first mma block starts from +0) */
+template <int MT>
+__device__ __forceinline__ void acc_flush(w4a16_acc<MT> &a)
+{
+    group_flush<MT>(a.tot, a.par, a.sa, a.sb);
 }
 
 /* Half h of chunk c: its two k-tiles j = 2h, 2h + 1 in order. w: the lane's code words of the chunk, zw: the
@@ -325,18 +332,11 @@ __device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *
     }
 #ifdef QG_CUDA_MUTANT_INT4_PAIR_ORDER
     /* qa + 1 flushed first; qa is left open (flushed after it) */
-#pragma unroll
-    for (int i = 0; i < MT; i++) {
-        a.tot[i][0] = __fadd_rn(a.tot[i][0], __fmul_rn(saB, pb[i][0]));
-        a.tot[i][1] = __fadd_rn(a.tot[i][1], __fmul_rn(saB, pb[i][1]));
-        a.tot[i][2] = __fadd_rn(a.tot[i][2], __fmul_rn(sbB, pb[i][2]));
-        a.tot[i][3] = __fadd_rn(a.tot[i][3], __fmul_rn(sbB, pb[i][3]));
-    }
+    group_flush<MT>(a.tot, pb, saB, sbB);
     a.cur = qa;
     a.sa = saA, a.sb = sbA, a.za = zaA, a.zbn = zbnA;
 #else
-    a.sa = saA, a.sb = sbA;
-    acc_flush<MT>(a);
+    group_flush<MT>(a.tot, a.par, saA, sbA);
 #pragma unroll
     for (int i = 0; i < MT; i++)
 #pragma unroll
