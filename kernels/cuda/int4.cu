@@ -148,13 +148,17 @@ __device__ __forceinline__ uint32_t hfma2_bits(uint32_t a, uint32_t b, uint32_t 
     return *reinterpret_cast<uint32_t *>(&r);
 }
 
+/* The fp16 pair (1024, 1024) held in a register: with the mask as the one immediate, each (v & mask) | 1024
+ * is a single three-input LOP3 (with both as immediates the compiler spends two instructions on it). */
+__constant__ uint32_t c_f16x2_1024 = 0x64006400u;
+
 __device__ __forceinline__ void decode_ktile(uint32_t word, uint32_t za, uint32_t zbn, uint32_t (&a)[4])
 {
-    const uint32_t w8 = word >> 8;
-    a[0] = hsub2_bits((word & 0x000F000Fu) | 0x64006400u, za);
-    a[1] = hfma2_bits((word & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, zbn);
-    a[2] = hsub2_bits((w8 & 0x000F000Fu) | 0x64006400u, za);
-    a[3] = hfma2_bits((w8 & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, zbn);
+    const uint32_t w8 = word >> 8, k1024 = c_f16x2_1024;
+    a[0] = hsub2_bits((word & 0x000F000Fu) | k1024, za);
+    a[1] = hfma2_bits((word & 0x00F000F0u) | k1024, 0x2C002C00u, zbn);
+    a[2] = hsub2_bits((w8 & 0x000F000Fu) | k1024, za);
+    a[3] = hfma2_bits((w8 & 0x00F000F0u) | k1024, 0x2C002C00u, zbn);
 }
 
 /* A group's scale s (low half) and fp16 (1024 + z) (high half) of the sz words of rows gr (va) and gr + 8
@@ -276,18 +280,71 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-/* The CTA's shared-memory ring, per stage (one chunk) in uint4: the code words [warp][lane] (128), the sz
- * slots [warp][gr] (32; word t of a slot is copied by lane 4 gr + t: rows gr, gr + 8 of the groups of
- * k-tiles 0 and 2), then x [half][row r < 8 MT][t] (64 MT): rows below R (the CTA's rows of x) are copied
- * every chunk, rows R .. 8 MT - 1 are set to zero once, so every lane loads its B fragments unconditionally. */
-constexpr int RING_W = 0, RING_SZ = WARPS * 32, RING_X = WARPS * 32 + WARPS * 8;
+/* The CTA's shared-memory ring in uint4. First the code words [ring group][warp][chunk][lane]
+ * (RING_NB x WARPS x RING_B x 32): a warp's chunks of one ring group are contiguous here as in global
+ * memory (the tc16 layout: an n-tile's chunks follow each other), so on sm_90 one lane copies them with
+ * one bulk copy (cp.async.bulk, completing on the ring group's mbarrier) instead of every lane issuing
+ * one 16-byte copy a chunk. Then the stages (one chunk each): the sz slots [warp][gr] (32; word t of a slot
+ * is copied by lane 4 gr + t: rows gr, gr + 8 of the groups of k-tiles 0 and 2), then x [half][row r <
+ * 8 MT][t] (64 MT): rows below R (the CTA's rows of x) are copied every chunk, rows R .. 8 MT - 1 are
+ * set to zero once, so every lane loads its B fragments unconditionally. Last the RING_NB mbarriers. */
+constexpr int RING_SZ = 0, RING_X = WARPS * 8;
+constexpr int RING_CODES = RING_NB * WARPS * RING_B * 32;
 __host__ __device__ constexpr int ring_stage_u4(int MT) { return RING_X + 64 * MT; }
 
 template <int MT>
-size_t ring_smem_bytes() { return (size_t)RING_B * RING_NB * ring_stage_u4(MT) * 16; }
+size_t ring_smem_bytes() { return (size_t)(RING_CODES + RING_B * RING_NB * ring_stage_u4(MT)) * 16 + RING_NB * sizeof(uint64_t); }
+
+/* sm_90 bulk copies and mbarriers (the ring's code words). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define QG_INT4_BULK 1
+#else
+#define QG_INT4_BULK 0
+#endif
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+#if QG_INT4_BULK
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_init_fence()
+{
+#if QG_INT4_BULK
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+/* bytes from global src to shared dst (16-byte aligned, a multiple of 16), counted on mbarrier bar; the
+ * calling lane announces them with its arrival */
+__device__ __forceinline__ void bulk_copy_arrive(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+#if QG_INT4_BULK
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
+                 "r"(bytes), "r"(bar)
+                 : "memory");
+#endif
+}
+
+/* until the phase of parity `parity` of mbarrier bar has completed */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+#if QG_INT4_BULK
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+#endif
+}
 
 /* Two whole groups qa, qa + 1 of CPG chunks each (g = 64 CPG = 1, g = 128 CPG = 2; group qa in the ring
- * stages st .. st + (CPG - 1) STG, qa + 1 in the CPG stages after): the operations of half_mma per
+ * stages st .. st + (CPG - 1) STG, qa + 1 in the CPG stages after, the lane's code words of the first chunk
+ * at cw and of the others 32 uint4 apart): the operations of half_mma per
  * output, as two independent mma chains. Each group's chain is its own k-tiles in order from +0, exactly as half_mma
  * runs it; the chains meet only in the flushes, which keep the order: the group open before (if any),
  * then qa, and qa + 1 is left open as half_mma leaves a group (flushed by the next group or at the
@@ -295,7 +352,7 @@ size_t ring_smem_bytes() { return (size_t)RING_B * RING_NB * ring_stage_u4(MT) *
  * (MT at M <= 16) had them add up. QG_CUDA_MUTANT_INT4_PAIR_ORDER (a GPU-machine mutant) flushes
  * qa + 1 before qa: gpu.int4_cuda.gemm fails on it (its rows alone against the M > 16 kernel). */
 template <int MT, int CPG>
-__device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *st, int tid, int warp, int gr, int t)
+__device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *st, const uint4 *cw, int warp, int gr, int t)
 {
     constexpr int STG = ring_stage_u4(MT), XR = 8 * MT;
     if (a.cur >= 0) acc_flush<MT>(a);
@@ -308,7 +365,7 @@ __device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *
 #pragma unroll
     for (int kk = 0; kk < CPG; kk++) {
         const uint4 *sA = st + kk * STG, *sB = st + (kk + CPG) * STG;
-        const uint4 wA = sA[RING_W + tid], wB = sB[RING_W + tid];
+        const uint4 wA = cw[32 * kk], wB = cw[32 * (kk + CPG)];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int h = j >> 1;
@@ -376,7 +433,8 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     w4a16_acc<MT> acc;
     acc_init<MT>(acc);
 
-    const uint4 *wp = qw + ((size_t)ntc * sh.kc + c0) * 32 + lane;
+    /* the warp's code words of chunk c0 (bulk copy) or the lane's (cp.async) */
+    const uint4 *wp = qw + ((size_t)ntc * sh.kc + c0) * 32 + (QG_INT4_BULK ? 0 : lane);
     /* this thread's sz word: row gr (t even) or gr + 8 (t odd), group of k-tile 0 (t < 2) or 2 */
     const uint32_t *szp = sz + ntc * ROWS + gr + 8 * (t & 1);
     /* this thread's x copy (tid < 8 R): half xh, row xrow of the CTA, the lanes' columns 8 xt .. + 7 */
@@ -385,26 +443,58 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     const int xm = m0 + xrow;
     const bool xrow_ok = xissue && xm < M;
     const uint16_t *xp = x + (size_t)(xrow_ok ? xm : 0) * sh.K + 32 * xh + 8 * xt;
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(ring_smem);
-    const uint32_t off_w = 16u * (RING_W + tid), off_z = 16u * (RING_SZ + warp * 8 + gr) + 4u * t;
+    uint4 *const stg = ring_smem + RING_CODES; /* the stages */
+    const uint32_t codes = (uint32_t)__cvta_generic_to_shared(ring_smem), base = codes + 16u * RING_CODES;
+    const uint32_t bars = base + 16u * (B * NB * STG); /* mbarrier of ring group i: bars + 8 i */
+    const uint32_t off_z = 16u * (RING_SZ + warp * 8 + gr) + 4u * t;
     const uint32_t off_x = 16u * (RING_X + (xh * XR + xrow) * 4 + xt);
     const int zk = 2 * (t >> 1);
     /* x rows R .. XR - 1 of every stage: zero (never copied; ordered before any read by the first barrier) */
     if (R < XR)
         for (int i = tid; i < B * NB * 2 * XR * 4; i += WARPS * 32) {
             const int u = i % (2 * XR * 4);
-            if ((u >> 2) % XR >= R) ring_smem[(i / (2 * XR * 4)) * STG + RING_X + u] = make_uint4(0, 0, 0, 0);
+            if ((u >> 2) % XR >= R) stg[(i / (2 * XR * 4)) * STG + RING_X + u] = make_uint4(0, 0, 0, 0);
         }
+    /* one arrival a warp per ring group (its bulk copy's lane), visible to the copies before any is issued */
+    if (QG_INT4_BULK && tid == 0) {
+        for (int i = 0; i < NB; i++) mbar_init(bars + 8u * i, WARPS);
+        mbar_init_fence();
+    }
+    if (QG_INT4_BULK) __syncthreads();
 
+    const uint32_t np4 = 4u * (uint32_t)sh.Np;
+    /* the thread's sz word for chunk c (32-bit operands, one wide multiply-add for the address) */
+    auto sz_at = [&](int c) {
+        const uint32_t q = (uint32_t)min((4 * c + zk) >> sh.gshift, sh.G - 1);
+        return reinterpret_cast<const uint32_t *>(reinterpret_cast<const char *>(szp) + (size_t)q * np4);
+    };
     auto issue_group = [&](int gi) { /* chunks c0 + B gi .. + B - 1 into ring group gi % NB */
-        const int slot0 = (gi % NB) * B;
+        const int slot0 = (gi % NB) * B, cb = c0 + gi * B;
+        /* the warp's codes of the ring group, [warp][chunk][lane] */
+        const uint32_t cdst = codes + 16u * (uint32_t)(((gi % NB) * WARPS + warp) * B * 32);
+        if (QG_INT4_BULK && lane == 0) {
+            const int n = min(B, c1 - cb);
+            bulk_copy_arrive(cdst, wp + (size_t)gi * B * 32, 512u * (uint32_t)n, bars + 8u * (uint32_t)(gi % NB));
+        }
+        if (cb + B <= c1 && (cb + B) * CHUNK <= sh.K) { /* a whole ring group inside K: no bound per chunk */
+            const uint32_t b0 = base + (uint32_t)(slot0 * STG) * 16u;
+            const uint16_t *xg = xp + (size_t)cb * CHUNK;
+#pragma unroll
+            for (int k = 0; k < B; k++) {
+                const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
+                if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wp + (size_t)(cb - c0 + k) * 32, 16);
+                cp_async4(b + off_z, sz_at(cb + k));
+                if (xissue) cp_async16(b + off_x, xrow_ok ? (const void *)(xg + k * CHUNK) : (const void *)xp, xrow_ok ? 16 : 0);
+            }
+            return;
+        }
 #pragma unroll
         for (int k = 0; k < B; k++) {
             const int c = c0 + gi * B + k;
             if (c >= c1) break;
             const uint32_t b = base + (uint32_t)((slot0 + k) * STG) * 16u;
-            cp_async16(b + off_w, wp + (size_t)(c - c0) * 32, 16);
-            cp_async4(b + off_z, szp + (size_t)min((4 * c + zk) >> sh.gshift, sh.G - 1) * sh.Np);
+            if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wp + (size_t)(c - c0) * 32, 16);
+            cp_async4(b + off_z, sz_at(c));
             if (xissue) {
                 const bool ok = xrow_ok && c * CHUNK + 32 * xh + 8 * xt < sh.K; /* else zero-filled */
                 cp_async16(b + off_x, ok ? (const void *)(xp + c * CHUNK) : (const void *)xp, ok ? 16 : 0);
@@ -420,29 +510,31 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     }
     for (int gi = 0; gi < ng; gi++) {
         cp_async_wait<NB - 2>(); /* this thread's copies of group gi have landed */
-        __syncthreads();         /* everyone's have; and group gi - 1 is consumed by every warp */
+        if (QG_INT4_BULK) mbar_wait(bars + 8u * (uint32_t)(gi % NB), (uint32_t)(gi / NB) & 1u); /* and its codes */
+        __syncthreads(); /* everyone's have; and group gi - 1 is consumed by every warp */
         if (gi + NB - 1 < ng) issue_group(gi + NB - 1);
         cp_async_commit();
         const int slot0 = (gi % NB) * B;
         const int cf = c0 + gi * B;
+        const uint4 *cw = ring_smem + ((gi % NB) * WARPS + warp) * B * 32 + lane; /* the lane's codes of chunk cf */
         /* PAIR: chunks a group, set on the host (0: g is not 64 or 128, and the kernel keeps its code).
          * g = 128 (gshift 3: chunks 2q, 2q + 1 form group q) where the ring group's four chunks are two
          * whole groups; g = 64 (chunk c is group c) as two pairs of groups */
         if (PAIR == 2 && B == 4 && (cf & 1) == 0 && cf + 3 < c1 && (cf >> 1) + 1 <= sh.G - 1) {
-            pair_mma<MT, 2>(acc, cf >> 1, ring_smem + (size_t)slot0 * STG, tid, warp, gr, t);
+            pair_mma<MT, 2>(acc, cf >> 1, stg + (size_t)slot0 * STG, cw, warp, gr, t);
             continue;
         }
         if (PAIR == 1 && B == 4 && cf + 3 < c1 && cf + 3 <= sh.G - 1) {
-            pair_mma<MT, 1>(acc, cf, ring_smem + (size_t)slot0 * STG, tid, warp, gr, t);
-            pair_mma<MT, 1>(acc, cf + 2, ring_smem + (size_t)(slot0 + 2) * STG, tid, warp, gr, t);
+            pair_mma<MT, 1>(acc, cf, stg + (size_t)slot0 * STG, cw, warp, gr, t);
+            pair_mma<MT, 1>(acc, cf + 2, stg + (size_t)(slot0 + 2) * STG, cw + 64, warp, gr, t);
             continue;
         }
 #pragma unroll
         for (int k = 0; k < B; k++) {
             const int c = c0 + gi * B + k;
             if (c >= c1) break;
-            const uint4 *st = ring_smem + (size_t)(slot0 + k) * STG;
-            const uint4 w = st[RING_W + tid];
+            const uint4 *st = stg + (size_t)(slot0 + k) * STG;
+            const uint4 w = cw[32 * k];
             const uint4 zw = st[RING_SZ + warp * 8 + gr];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
