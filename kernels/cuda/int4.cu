@@ -12,7 +12,7 @@
  * with the fp16 scale s of the row. The file is built with --fmad=false and writes __fmul_rn/__fadd_rn.
  *
  * Kernels: M <= 16, w4a16_tc_ring_kernel (a warp owns one n-tile and 1 or 2 m-tiles; operands through a
- * shared-memory cp.async ring); M > 16, w4a16_tc_gemm_kernel (CTA tiles of 128 or 256 channels x 64 or
+ * shared-memory ring filled by bulk copies (codes, sm_90) and cp.async); M > 16, w4a16_tc_gemm_kernel (CTA tiles of 128 or 256 channels x 64 or
  * 32 rows, a warp owning 2 n-tiles x 4 m-tiles, weights and x staged once per CTA tile).
  *
  * Determinism and batch invariance: each output (m, n) is one column of D in its tile; the mma computes
@@ -404,13 +404,15 @@ __device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *
 }
 
 /* Warp tiles of one n-tile and MT <= 2 m-tiles, for M <= 16. At small M the time is the
- * weight stream, and what it needs is many bytes in flight in long contiguous runs: the CTA copies every
- * operand of its chunks (codes, sz words, x) with cp.async into a shared-memory ring of RING_NB groups
- * of RING_B chunks; (RING_NB - 1) groups are in flight while one is computed, and each warp requests its
- * codes a group at a time (RING_B x 512 contiguous bytes). x is copied once per CTA (its 4 warps share the
- * m-block and the split) and read by each warp as its B fragments. One barrier per group: after it, the
- * group's copies by every thread have landed (each thread waited for its own) and every warp has finished
- * the previous group, whose slots the copy issued next refills. All warps of a CTA walk the same chunks;
+ * weight stream, and what it needs is many bytes in flight in long contiguous runs and few instructions
+ * per byte: the CTA copies every operand of its chunks into a shared-memory ring of RING_NB groups of
+ * RING_B chunks; (RING_NB - 1) groups are in flight while one is computed. Each warp requests its codes
+ * a ring group at a time (RING_B x 512 contiguous bytes: one bulk copy on sm_90, waited for on the ring
+ * group's mbarrier; cp.async a lane and chunk elsewhere), the sz words and x with cp.async. x is copied
+ * once per CTA (its 4 warps share the m-block and the split) and read by each warp as its B fragments.
+ * One barrier per group: after it, the group's copies by every thread have landed (each thread waited
+ * for its own cp.async and for the mbarrier) and every warp has finished the previous group, whose slots
+ * the copies issued next refill. All warps of a CTA walk the same chunks;
  * a warp past the last n-tile copies the last n-tile's codes and stores nothing. */
 template <int MT, int PAIR>
 __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
