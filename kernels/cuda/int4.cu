@@ -12,8 +12,9 @@
  * with the fp16 scale s of the row. The file is built with --fmad=false and writes __fmul_rn/__fadd_rn.
  *
  * Kernels: M <= 16, w4a16_tc_ring_kernel (a warp owns one n-tile and 1 or 2 m-tiles; operands through a
- * shared-memory ring filled by bulk copies (codes, sm_90) and cp.async); M > 16, w4a16_tc_gemm_kernel (CTA tiles of 128 or 256 channels x 64 or
- * 32 rows, a warp owning 2 n-tiles x 4 m-tiles, weights and x staged once per CTA tile).
+ * shared-memory ring filled by bulk copies (codes, sm_90) and cp.async); M > 16, w4a16_tc_gemm_kernel
+ * (CTA tiles of 128 or 256 channels x 64 or 32 rows, a warp owning 2 n-tiles x 4 m-tiles, weights and x
+ * staged once per CTA tile).
  *
  * Determinism and batch invariance: each output (m, n) is one column of D in its tile; the mma computes
  * a column from that column of B only, the k-tile order, group flushes and split ranges are fixed by
