@@ -34,4 +34,49 @@ int qg_guarded_dev_alloc(qg_guarded_dev *g, const void *host_initial, size_t byt
 int qg_guarded_dev_finish(qg_guarded_dev *g, void *host);
 void qg_guarded_dev_free(qg_guarded_dev *g);
 
+/* mbarriers (sm_90; compiled to nothing for earlier architectures, whose kernels do not reach them).
+ * bar: a shared-memory address (8-byte aligned). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define QG_CUDA_MBAR 1
+#else
+#define QG_CUDA_MBAR 0
+#endif
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+#if QG_CUDA_MBAR
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+
+/* After the barriers' initialisation, before any copy or other thread uses them. */
+__device__ __forceinline__ void mbar_init_fence()
+{
+#if QG_CUDA_MBAR
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+/* An arrival on bar that also expects `bytes` more of asynchronous copies in the current phase. */
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+#if QG_CUDA_MBAR
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+
+/* Returns once the phase of parity `parity` has completed (a fresh barrier counts parity 1 as done). */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+#if QG_CUDA_MBAR
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (done == 0);
+#endif
+}
+
 #endif

@@ -296,50 +296,18 @@ __host__ __device__ constexpr int ring_stage_u4(int MT) { return RING_X + 64 * M
 template <int MT>
 size_t ring_smem_bytes() { return (size_t)(RING_CODES + RING_B * RING_NB * ring_stage_u4(MT)) * 16 + RING_NB * sizeof(uint64_t); }
 
-/* sm_90 bulk copies and mbarriers (the ring's code words). */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define QG_INT4_BULK 1
-#else
-#define QG_INT4_BULK 0
-#endif
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
-{
-#if QG_INT4_BULK
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void mbar_init_fence()
-{
-#if QG_INT4_BULK
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
-}
+/* sm_90 bulk copies of the ring's code words, completing on mbarriers (common.cuh). */
+#define QG_INT4_BULK QG_CUDA_MBAR
 
 /* bytes from global src to shared dst (16-byte aligned, a multiple of 16), counted on mbarrier bar; the
  * calling lane announces them with its arrival */
 __device__ __forceinline__ void bulk_copy_arrive(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
 {
 #if QG_INT4_BULK
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+    mbar_expect_tx(bar, bytes);
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
                  "r"(bytes), "r"(bar)
                  : "memory");
-#endif
-}
-
-/* until the phase of parity `parity` of mbarrier bar has completed */
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-#if QG_INT4_BULK
-    uint32_t done = 0;
-    do {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
 #endif
 }
 

@@ -896,29 +896,10 @@ __device__ __forceinline__ void tm_tile_of(unsigned t, unsigned mt, unsigned nt,
     *nb = r / rows;
 }
 
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
 /* An arrival on `bar` when `on` (predicated, so the warp does not diverge between wgmma instructions). */
 __device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool on)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar), "r"((int)on) : "memory");
-}
-/* Returns once the phase of parity `parity` has completed (a fresh barrier counts parity 1 as done). */
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (done == 0);
 }
 /* Box (c0 = byte along K, c1 = row) of a tensor map into shared memory, completing on `bar`. */
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
@@ -957,7 +938,7 @@ __global__ void __launch_bounds__(TM_THREADS, 1)
             mbar_init(full0 + 8 * s, 1);
             mbar_init(empty0 + 8 * s, TM_CONSUMER_WARPS);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
     if (wg == 0) {
