@@ -290,6 +290,7 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
  * 8 MT][t] (64 MT): rows below R (the CTA's rows of x) are copied every chunk, rows R .. 8 MT - 1 are
  * set to zero once, so every lane loads its B fragments unconditionally. Last the RING_NB mbarriers. */
 constexpr int RING_SZ = 0, RING_X = WARPS * 8;
+constexpr int RING_SZG_WORDS = 8 * WARPS * ROWS; /* the ws kernel's sz words a slot: 8 groups of the CTA's 64 channels */
 constexpr int RING_CODES = RING_NB * WARPS * RING_B * 32;
 __host__ __device__ constexpr int ring_stage_u4(int MT) { return RING_X + 64 * MT; }
 
@@ -299,15 +300,24 @@ size_t ring_smem_bytes() { return (size_t)(RING_CODES + RING_B * RING_NB * ring_
 /* sm_90 bulk copies of the ring's code words, completing on mbarriers (common.cuh). */
 #define QG_INT4_BULK QG_CUDA_MBAR
 
-/* bytes from global src to shared dst (16-byte aligned, a multiple of 16), counted on mbarrier bar; the
- * calling lane announces them with its arrival */
+#if QG_INT4_BULK
+/* bytes from global src to shared dst (16-byte aligned, a multiple of 16), counted on mbarrier bar
+ * (announced by an arrival with expected bytes) */
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
+                 "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+#endif
+
+/* the same, announced by the calling lane's own arrival (sm_90; the ring kernel calls it only there) */
 __device__ __forceinline__ void bulk_copy_arrive(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
 {
 #if QG_INT4_BULK
     mbar_expect_tx(bar, bytes);
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
-                 "r"(bytes), "r"(bar)
-                 : "memory");
+    bulk_copy(dst, src, bytes, bar);
 #endif
 }
 
@@ -320,20 +330,19 @@ __device__ __forceinline__ void bulk_copy_arrive(uint32_t dst, const void *src, 
  * split's end). Same operations, same bits; the two chains' mma latencies overlap where one chain
  * (MT at M <= 16) had them add up. QG_CUDA_MUTANT_INT4_PAIR_ORDER (a GPU-machine mutant) flushes
  * qa + 1 before qa: gpu.int4_cuda.gemm fails on it (its rows alone against the M > 16 kernel). */
-template <int MT, int CPG>
-__device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *st, const uint4 *cw, int warp, int gr, int t)
+template <int MT, int CPG, int STG, int XOFF, int XH = 32 * MT, int XRW = 4>
+__device__ __forceinline__ void pair_mma_x(w4a16_acc<MT> &a, int qa, const uint4 *xs, const uint4 *cw, uint32_t zAa, uint32_t zAb, uint32_t zBa,
+                                           uint32_t zBb, int gr, int t)
 {
-    constexpr int STG = ring_stage_u4(MT), XR = 8 * MT;
-    if (a.cur >= 0) acc_flush<MT>(a);
-    const uint4 zA = st[RING_SZ + warp * 8 + gr], zB = st[CPG * STG + RING_SZ + warp * 8 + gr];
+    /* the open group was flushed by the caller; x of half h, row r at XOFF + h XH + r XRW (+ t) */
     float saA, sbA, saB, sbB;
     uint32_t zaA, zbnA, zaB, zbnB;
-    group_words(zA.x, zA.y, saA, sbA, zaA, zbnA);
-    group_words(zB.x, zB.y, saB, sbB, zaB, zbnB);
+    group_words(zAa, zAb, saA, sbA, zaA, zbnA);
+    group_words(zBa, zBb, saB, sbB, zaB, zbnB);
     float pb[MT][4];
 #pragma unroll
     for (int kk = 0; kk < CPG; kk++) {
-        const uint4 *sA = st + kk * STG, *sB = st + (kk + CPG) * STG;
+        const uint4 *sA = xs + kk * STG, *sB = xs + (kk + CPG) * STG;
         const uint4 wA = cw[32 * kk], wB = cw[32 * (kk + CPG)];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
@@ -343,7 +352,7 @@ __device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *
             decode_ktile(j == 0 ? wB.x : j == 1 ? wB.y : j == 2 ? wB.z : wB.w, zaB, zbnB, B);
 #pragma unroll
             for (int i = 0; i < MT; i++) {
-                const uint4 xa = sA[RING_X + (h * XR + 8 * i + gr) * 4 + t], xb = sB[RING_X + (h * XR + 8 * i + gr) * 4 + t];
+                const uint4 xa = sA[XOFF + h * XH + (8 * i + gr) * XRW + t], xb = sB[XOFF + h * XH + (8 * i + gr) * XRW + t];
                 const uint32_t xa0 = (j & 1) ? xa.z : xa.x, xa1 = (j & 1) ? xa.w : xa.y;
                 const uint32_t xb0 = (j & 1) ? xb.z : xb.x, xb1 = (j & 1) ? xb.w : xb.y;
                 if (kk == 0 && j == 0) {
@@ -370,6 +379,16 @@ __device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *
     a.cur = qa + 1;
     a.sa = saB, a.sb = sbB, a.za = zaB, a.zbn = zbnB;
 #endif
+}
+
+/* The ring kernel's pair: x at RING_X of stages STG apart, the sz words in the stages' slots. */
+template <int MT, int CPG>
+__device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *st, const uint4 *cw, int warp, int gr, int t)
+{
+    constexpr int STG = ring_stage_u4(MT);
+    if (a.cur >= 0) acc_flush<MT>(a);
+    const uint4 zA = st[RING_SZ + warp * 8 + gr], zB = st[CPG * STG + RING_SZ + warp * 8 + gr];
+    pair_mma_x<MT, CPG, STG, RING_X>(a, qa, st, cw, zA.x, zA.y, zB.x, zB.y, gr, t);
 }
 
 /* Warp tiles of one n-tile and MT <= 2 m-tiles, for M <= 16. At small M the time is the
@@ -520,6 +539,161 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     if (!live) return;
     if (acc.cur >= 0) acc_flush<MT>(acc);
     tile_store<MT>(acc.tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane, blockIdx.x);
+}
+
+/* ---- M <= 16 on sm_90: one producer warp, WARPS consumer warps ----
+ * The ring kernel's work per output, with the copies taken off the warps that multiply: warp WARPS of
+ * the CTA issues every copy of a ring group (the 4 warps' codes and the groups' sz words by bulk copies,
+ * one lane each; x a row a lane by bulk copy, or by cp.async zero-filled past K in a group that K ends
+ * inside) into slot gi % WS_NB, and the consumer warps
+ * wait on the slot's `full` mbarrier (33 arrivals: the bulk bytes' arrival and each producer lane's
+ * cp.async completion) and free it on `empty` (every consumer thread arrives after its last read of the
+ * slot, so each read is ordered before the producer's refill by its own release); no CTA barrier in the
+ * loop. Per slot (uint4): codes [warp][chunk][lane], sz [group j][64 rows] words (groups qf + j of the
+ * CTA's 64 channels, qf the ring group's first; g >= 32: at most 8), x [row][chunk][half][t] (rows past
+ * the CTA's are zero from the start). Same operations per output as the ring kernel. Used at M <= 8:
+ * at M = 16 (two m-tiles, 3 CTAs an SM by shared memory) the ring kernel is faster. */
+#ifndef QG_INT4_WS_NB
+#define QG_INT4_WS_NB 3
+#endif
+/* x of a slot is [row][chunk][half][t], rows WS_XRS uint4 apart: 32 + 4, so the 8 lanes of a quarter-warp
+ * load (rows gr, gr + 1, t = 0..3) hit 8 distinct 16-byte bank groups */
+constexpr int WS_NB = QG_INT4_WS_NB, WS_SZ_U4 = RING_SZG_WORDS / 4, WS_XRS = RING_B * 8 + 4;
+template <int MT>
+__host__ __device__ constexpr int ws_slot_u4()
+{
+    return WARPS * RING_B * 32 + WS_SZ_U4 + 8 * MT * WS_XRS;
+}
+template <int MT>
+size_t ws_smem_bytes()
+{
+    return (size_t)WS_NB * ws_slot_u4<MT>() * 16 + 2 * WS_NB * sizeof(uint64_t);
+}
+
+#if QG_INT4_BULK
+/* this thread's arrival on bar (release: its earlier shared-memory reads are ordered before the waiter's
+ * later copies) */
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); }
+
+/* an arrival on bar once this thread's earlier cp.async copies have landed (counted in the init count) */
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+#endif
+
+template <int MT, int PAIR>
+__global__ void __launch_bounds__((WARPS + 1) * 32, 4) w4a16_tc_ws_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
+                                                                         const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
+                                                                         float *__restrict__ part, unsigned *__restrict__ cnt,
+                                                                         float *__restrict__ y32, uint16_t *__restrict__ y16, int R)
+{
+#if QG_INT4_BULK
+    constexpr int B = RING_B, NB = WS_NB, XR = 8 * MT, SLOT = ws_slot_u4<MT>();
+    constexpr int O_SZ = WARPS * B * 32, O_X = O_SZ + WS_SZ_U4;
+    extern __shared__ uint4 ws_smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int s = blockIdx.z, m0 = blockIdx.x * 8 * MT, nt0 = blockIdx.y * WARPS;
+    const int c0 = (int)((long long)sh.kc * s / splits), c1 = (int)((long long)sh.kc * (s + 1) / splits);
+    const int ng = (c1 - c0 + B - 1) / B;
+    const int Rc = min(R, M - m0); /* rows of x this CTA copies; the others stay zero */
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(ws_smem);
+    const uint32_t bars = sbase + 16u * (uint32_t)(NB * SLOT); /* full i: bars + 8 i, empty i: bars + 8 (NB + i) */
+    auto grp_of = [&](int c, int j) { return min((4 * c + j) >> sh.gshift, sh.G - 1); };
+    for (int i = threadIdx.x; i < NB * XR * WS_XRS; i += (WARPS + 1) * 32) {
+        const int u = i % (XR * WS_XRS);
+        if (u / WS_XRS >= Rc) ws_smem[(i / (XR * WS_XRS)) * SLOT + O_X + u] = make_uint4(0, 0, 0, 0);
+    }
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < NB; i++) {
+            mbar_init(bars + 8u * i, 33);
+            mbar_init(bars + 8u * (NB + i), WARPS * 32);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (warp == WARPS) { /* the producer */
+        const uint32_t sz_bytes = 4u * (uint32_t)min(WARPS * ROWS, sh.Np - nt0 * ROWS);
+        const int ntl = min(nt0 + (lane & (WARPS - 1)), sh.nt - 1); /* lanes < WARPS: warp lane's n-tile (clamped) */
+        for (int gi = 0; gi < ng; gi++) {
+            const int slot = gi % NB, cb = c0 + gi * B, n = min(B, c1 - cb);
+            if (gi >= NB) mbar_wait(bars + 8u * (uint32_t)(NB + slot), (uint32_t)(gi / NB - 1) & 1u);
+            const uint32_t full = bars + 8u * (uint32_t)slot, sb = sbase + 16u * (uint32_t)(slot * SLOT);
+            const int qf = grp_of(cb, 0), nq = grp_of(cb + n - 1, 3) - qf + 1;
+            /* x rows by bulk copies (one lane a row: n chunks, 128 n contiguous bytes) where the group's
+             * columns are inside K; else cp.async with the columns past K zero-filled */
+            const bool xbulk = (cb + n) * CHUNK <= sh.K;
+            if (lane == 0)
+                mbar_expect_tx(full, (uint32_t)(WARPS * n * 512) + (uint32_t)nq * sz_bytes + (xbulk ? (uint32_t)(Rc * n * 128) : 0u));
+            __syncwarp();
+            if (lane < WARPS)
+                bulk_copy(sb + 16u * (uint32_t)(lane * B * 32), qw + ((size_t)ntl * sh.kc + cb) * 32, 512u * (uint32_t)n, full);
+            else if (lane >= 8 && lane < 16) {
+                if (lane - 8 < nq)
+                    bulk_copy(sb + 16u * (uint32_t)O_SZ + 4u * (uint32_t)((lane - 8) * WARPS * ROWS),
+                                  sz + (size_t)(qf + lane - 8) * sh.Np + (size_t)nt0 * ROWS, sz_bytes, full);
+            } else if (lane >= 16 && xbulk && lane - 16 < Rc)
+                bulk_copy(sb + 16u * (uint32_t)(O_X + (lane - 16) * WS_XRS), x + (size_t)(m0 + lane - 16) * sh.K + (size_t)cb * CHUNK,
+                              128u * (uint32_t)n, full);
+            if (!xbulk) /* lane = (chunk k, 8 columns u) of every row */
+                for (int xrow = 0; xrow < Rc; xrow++) {
+                    const int k = lane >> 3, col = (cb + k) * CHUNK + 8 * (lane & 7);
+                    const bool ok = k < n && col < sh.K;
+                    cp_async16(sb + 16u * (uint32_t)(O_X + xrow * WS_XRS + lane), ok ? (const void *)(x + (size_t)(m0 + xrow) * sh.K + col) : (const void *)x,
+                               ok ? 16 : 0);
+                }
+            cp_async_mbar_arrive(full);
+        }
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        return;
+    }
+
+    const int nt = nt0 + warp, gr = lane >> 2, t = lane & 3;
+    w4a16_acc<MT> acc;
+    acc_init<MT>(acc);
+    for (int gi = 0; gi < ng; gi++) {
+        const int slot = gi % NB, cf = c0 + gi * B;
+        mbar_wait(bars + 8u * (uint32_t)slot, (uint32_t)(gi / NB) & 1u);
+        const uint4 *sl = ws_smem + (size_t)slot * SLOT;
+        const uint4 *cw = sl + warp * B * 32 + lane; /* the lane's codes of chunk cf */
+        const int qf = grp_of(cf, 0);
+        const uint32_t *zs = reinterpret_cast<const uint32_t *>(sl + O_SZ) + warp * ROWS + gr; /* row gr, group qf */
+        const uint4 *xs = sl + O_X;
+        constexpr int GW = WARPS * ROWS; /* words a group */
+        if (PAIR != 0 && acc.cur >= 0 && ((PAIR == 2 && (cf & 1) == 0 && cf + 3 < c1 && (cf >> 1) + 1 <= sh.G - 1) ||
+                                          (PAIR == 1 && cf + 3 < c1 && cf + 3 <= sh.G - 1)))
+            acc_flush<MT>(acc); /* the pairs below start with the open group flushed */
+        if (PAIR == 2 && B == 4 && (cf & 1) == 0 && cf + 3 < c1 && (cf >> 1) + 1 <= sh.G - 1) {
+            pair_mma_x<MT, 2, 8, 0, 4, WS_XRS>(acc, cf >> 1, xs, cw, zs[0], zs[8], zs[GW], zs[GW + 8], gr, t);
+        } else if (PAIR == 1 && B == 4 && cf + 3 < c1 && cf + 3 <= sh.G - 1) {
+            pair_mma_x<MT, 1, 8, 0, 4, WS_XRS>(acc, cf, xs, cw, zs[0], zs[8], zs[GW], zs[GW + 8], gr, t);
+            acc_flush<MT>(acc);
+            pair_mma_x<MT, 1, 8, 0, 4, WS_XRS>(acc, cf + 2, xs + 16, cw + 64, zs[2 * GW], zs[2 * GW + 8], zs[3 * GW], zs[3 * GW + 8], gr, t);
+        } else {
+#pragma unroll
+            for (int k = 0; k < B; k++) {
+                const int c = cf + k;
+                if (c >= c1) break;
+                const uint4 *st = xs + k * 8;
+                const uint4 w = cw[32 * k];
+                const uint32_t *z0 = zs + (grp_of(c, 0) - qf) * GW, *z2 = zs + (grp_of(c, 2) - qf) * GW;
+                const uint4 zw = make_uint4(z0[0], z0[8], z2[0], z2[8]);
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    uint4 xc[MT];
+#pragma unroll
+                    for (int i = 0; i < MT; i++) xc[i] = st[h * 4 + (8 * i + gr) * WS_XRS + t];
+                    half_mma<MT>(acc, c, h, w, zw, xc, sh);
+                }
+            }
+        }
+        mbar_arrive(bars + 8u * (uint32_t)(NB + slot)); /* this thread is done with the slot (every consumer thread arrives) */
+    }
+    if (nt >= sh.nt) return;
+    if (acc.cur >= 0) acc_flush<MT>(acc);
+    tile_store<MT>(acc.tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane, blockIdx.x);
+#endif
 }
 
 /* ---- M > 16: CTA tiles with every operand staged in shared memory ----
@@ -965,6 +1139,41 @@ int ring_attrs_once()
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel shared memory", e);
 }
 
+/* The producer-warp kernel runs at M <= ws_max_m() where its sm_90 code is what runs (binary version
+ * >= 90); its shared memory raised once. QG_CUDA_INT4_WS=m (0 .. 16) moves the bound (0: never), so one
+ * binary tests and times both kernels; same operations per output either way. */
+#ifndef QG_INT4_WS_MAX_M
+#define QG_INT4_WS_MAX_M 8
+#endif
+int ws_max_m()
+{
+    static const int m = [] {
+        const char *env = getenv("QG_CUDA_INT4_WS");
+        if (env == nullptr || env[0] < '0' || env[0] > '9') return QG_INT4_WS_MAX_M;
+        const long v = strtol(env, nullptr, 10);
+        return v < 0 ? 0 : v > 16 ? 16 : (int)v;
+    }();
+    return m;
+}
+bool ws_use()
+{
+    static const bool use = [] {
+        cudaFuncAttributes a;
+        if (cudaFuncGetAttributes(&a, w4a16_tc_ws_kernel<1, 0>) != cudaSuccess || a.binaryVersion < 90) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        cudaError_t r = cudaSuccess;
+        for (auto k : {w4a16_tc_ws_kernel<1, 0>, w4a16_tc_ws_kernel<1, 1>, w4a16_tc_ws_kernel<1, 2>})
+            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem_bytes<1>());
+        for (auto k : {w4a16_tc_ws_kernel<2, 0>, w4a16_tc_ws_kernel<2, 1>, w4a16_tc_ws_kernel<2, 2>})
+            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem_bytes<2>());
+        if (r != cudaSuccess) (void)cudaGetLastError();
+        return r == cudaSuccess;
+    }();
+    return use;
+}
+
 template <int MT>
 int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int splits, float *part, unsigned *cnt, float *y32,
                 uint16_t *y16, cudaStream_t st)
@@ -974,6 +1183,13 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
     const dev_shape d = dev_shape_of(w->s);
     const int R = M < 8 * MT ? M : 8 * MT; /* rows of x of the fullest CTA */
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
+    if (M <= ws_max_m() && ws_use()) {
+        auto kw = d.gshift == 3 ? w4a16_tc_ws_kernel<MT, 2> : d.gshift == 2 ? w4a16_tc_ws_kernel<MT, 1> : w4a16_tc_ws_kernel<MT, 0>;
+        kw<<<grid, (WARPS + 1) * 32, ws_smem_bytes<MT>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt,
+                                                               y32, y16, R);
+        cudaError_t e = cudaGetLastError();
+        return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ws_kernel launch", e);
+    }
     /* g = 64, 128: the paired-chain kernels (pair_mma); same operations per output as the other */
     auto kern = d.gshift == 3 ? w4a16_tc_ring_kernel<MT, 2> : d.gshift == 2 ? w4a16_tc_ring_kernel<MT, 1> : w4a16_tc_ring_kernel<MT, 0>;
     kern<<<grid, WARPS * 32, ring_smem_bytes<MT>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt, y32,

@@ -8,6 +8,10 @@ if(QG_HAVE_CUDA)
   foreach(mode repack gemm splitk errors processes decode packed)
     qg_add_test(NAME gpu.int4_cuda.${mode} LABELS gpu COMMAND test_int4_cuda ${mode})
   endforeach()
+  # M <= 8 runs the producer-warp kernel on sm_90; the ring kernel (what sm_80 runs there) is checked
+  # at every M too, against the same reference and the same rows inside M = 1024
+  qg_add_test(NAME gpu.int4_cuda.gemm.ring LABELS gpu COMMAND test_int4_cuda gemm)
+  set_property(TEST gpu.int4_cuda.gemm.ring APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WS=0)
   qg_test_exe(test_tc_probe unit/test_tc_probe.c)
   target_compile_options(test_tc_probe PRIVATE -ffp-contract=off -fno-fast-math)
   qg_add_test(NAME gpu.tc_probe.cuda LABELS gpu COMMAND test_tc_probe)
