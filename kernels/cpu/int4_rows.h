@@ -10,7 +10,12 @@
  *   i4_v8 i4_fma(i4_v8 a, i4_v8 b, i4_v8 c); a * b + c rounded once per lane
  *   float i4_scale_f32(uint16_t h);         a finite fp16 value as float32 (exact; the hardware conversion)
  *   float i4_hsum(i4_v8 a);                 t_l = a_l + a_{l+4} (l = 0..3), then (t_0 + t_2) + (t_1 + t_3)
- *   int32_t i4_dot_i8(const int8_t *a, const int8_t *b, size_t n);   exact sum of a[i] b[i], n a multiple of 32
+ *   int32_t i4_dots_packed1(const uint8_t *b, size_t nb, const int8_t *a);
+ *   void i4_dots_packed4(const uint8_t *b, size_t nb, const int8_t *a, size_t kp, int32_t out[4]);
+ *                                           over nb 16-byte blocks of a packed row b (32 codes each): the
+ *                                           exact sum of a[32 i + j] u_j, u_j = (nibble j of the block) XOR 8,
+ *                                           nibble j < 16 the low nibble of byte j, j >= 16 the high nibble of
+ *                                           byte j - 16; packed4: rows r = 0..3 of a, kp bytes apart, into out[r]
  *
  * then includes this file.
  *
@@ -26,10 +31,11 @@
  * NaN 0x7FC00000 (fp16 0x7E00): which NaN a sum ends in may depend on operand order inside an
  * instruction, so only a canonical NaN keeps the invariances.
  *
- * GEMM: the nibbles of A and B are sign-extended once into int8 rows padded with zeros to a multiple of
- * 32; each output is one exact integer dot product, then the reference's epilogue (qg_int4_epilogue).
+ * GEMM: the nibbles of A are sign-extended once into int8 rows in block order (i4_unpack_a); B is read
+ * packed and decoded in registers; each output is one exact integer dot product, then the reference's
+ * epilogue (qg_int4_epilogue).
  *
- * Threads: output rows (GEMV, decode) or outputs (GEMM) are split over qg_threads(); every item is
+ * Threads: output rows (GEMV, decode) or rows of B (GEMM) are split over qg_threads(); every item is
  * computed by the same code whichever range holds it.
  */
 #ifndef QGOLD_INT4_ROWS_H
@@ -261,40 +267,76 @@ static inline int i4_decode(const qg_w4a16 *L, float *w)
 
 typedef struct {
     const qg_int4_gemm_args *p;
-    const int8_t *a, *b; /* M x kp and N x kp sign-extended codes, zero padded */
-    size_t kp;
+    const int8_t *a;     /* M x kp codes of A in block order (i4_unpack_a), zero padded */
+    const int32_t *asum; /* per row of A: the sum of its codes */
+    size_t kp, nb;       /* kp = 32 blocks; nb whole 16-byte blocks in a row of B */
     int32_t *acc;
     float *y_f32;
     uint16_t *y_f16;
 } i4_gemm_ctx;
 
-static void i4_unpack_rows(const uint8_t *src, size_t rows, size_t K, size_t kp, int8_t *dst)
+/* A's codes sign-extended to int8, each 32-code block k0 .. k0 + 31 stored as its 16 even codes then its 16
+ * odd ones (the order i4_dots_packed meets B's nibbles in: byte j of a block holds codes 2j (low nibble)
+ * and 2j + 1), zero past K; asum[m] = the sum of row m's codes. */
+static void i4_unpack_a(const uint8_t *src, size_t rows, size_t K, size_t kp, int8_t *dst, int32_t *asum)
 {
     const size_t rb = qg_int4_packed_row_bytes(K);
     for (size_t r = 0; r < rows; r++) {
         int8_t *d = dst + r * kp;
-        for (size_t k = 0; k < K; k++) d[k] = (int8_t)qg_int4_packed_get(src + r * rb, k);
-        memset(d + K, 0, kp - K);
+        memset(d, 0, kp);
+        int32_t sum = 0;
+        for (size_t k = 0; k < K; k++) {
+            const int c = qg_int4_packed_get(src + r * rb, k);
+            d[(k & ~(size_t)31) + ((k & 31) >> 1) + 16 * (k & 1)] = (int8_t)c;
+            sum += c;
+        }
+        asum[r] = sum;
     }
 }
 
-static void i4_gemm_range(void *vc, size_t i0, size_t i1)
+/* Output (m, n) = sum_k a_k c_k with B's code c = u - 8, u = nibble XOR 8 in 0..15 (the nibble as a signed
+ * 4-bit value, plus 8): i4_dots_packed sums a u exactly, and a c = a u - 8 a. Every step is an exact
+ * integer (|sum a u| <= 120 K < 2^24), so the result equals the reference's whatever the grouping. B is
+ * read packed, once per call: each thread takes rows of B and computes them against every row of A
+ * (4 at a time), so a row of B is decoded in registers and never stored. The last partial block of a row
+ * (K not a multiple of 32) is copied into a zeroed 16-byte block first: no read past the row. */
+static void i4_gemm_range(void *vc, size_t n0, size_t n1)
 {
     const i4_gemm_ctx *c = vc;
     const qg_int4_gemm_args *p = c->p;
-    for (size_t i = i0; i < i1; i++) {
-        const size_t m = i / p->N, n = i % p->N;
-        const int32_t s = i4_dot_i8(c->a + m * c->kp, c->b + n * c->kp, c->kp);
-        if (c->acc) c->acc[i] = s;
-        if (c->y_f32 || c->y_f16) {
-            const void *bias_n = NULL;
-            if (p->bias)
-                bias_n = p->bias_type == QG_INT4_F16 ? (const void *)((const uint16_t *)p->bias + n)
-                                                     : (const void *)((const float *)p->bias + n);
-            const float t = qg_int4_epilogue(s, p->sa[p->sa_len == 1 ? 0 : m], p->sb[p->sb_len == 1 ? 0 : n], bias_n,
-                                             p->bias_type, p->relu);
-            if (c->y_f32) c->y_f32[i] = t;
-            if (c->y_f16) c->y_f16[i] = qg_f32_to_f16(t);
+    const size_t rb = qg_int4_packed_row_bytes(p->K);
+    for (size_t n = n0; n < n1; n++) {
+        const uint8_t *b = p->B + n * rb;
+        uint8_t tail[16] = {0};
+        const size_t tb = rb - 16 * c->nb; /* bytes of the partial block */
+        if (tb) memcpy(tail, b + 16 * c->nb, tb);
+        for (size_t m0 = 0; m0 < p->M;) {
+            const int R = p->M - m0 >= 4 ? 4 : 1;
+            int32_t s[4] = {0, 0, 0, 0}, st[4] = {0, 0, 0, 0};
+            const int8_t *a = c->a + m0 * c->kp;
+            if (R == 4) {
+                i4_dots_packed4(b, c->nb, a, c->kp, s);
+                if (tb) i4_dots_packed4(tail, 1, a + 32 * c->nb, c->kp, st);
+            } else {
+                s[0] = i4_dots_packed1(b, c->nb, a);
+                if (tb) st[0] = i4_dots_packed1(tail, 1, a + 32 * c->nb);
+            }
+            for (int r = 0; r < R; r++) {
+                const size_t m = m0 + (size_t)r, i = m * p->N + n;
+                const int32_t v = s[r] + st[r] - 8 * c->asum[m];
+                if (c->acc) c->acc[i] = v;
+                if (c->y_f32 || c->y_f16) {
+                    const void *bias_n = NULL;
+                    if (p->bias)
+                        bias_n = p->bias_type == QG_INT4_F16 ? (const void *)((const uint16_t *)p->bias + n)
+                                                             : (const void *)((const float *)p->bias + n);
+                    const float t = qg_int4_epilogue(v, p->sa[p->sa_len == 1 ? 0 : m], p->sb[p->sb_len == 1 ? 0 : n], bias_n,
+                                                     p->bias_type, p->relu);
+                    if (c->y_f32) c->y_f32[i] = t;
+                    if (c->y_f16) c->y_f16[i] = qg_f32_to_f16(t);
+                }
+            }
+            m0 += (size_t)R;
         }
     }
 }
@@ -305,19 +347,19 @@ static inline int i4_gemm(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32
     int rc = qg_int4_gemm_check(p, acc, y_f32, y_f16);
     if (rc) return rc;
     const size_t kp = (p->K + 31) / 32 * 32;
-    if (p->M > SIZE_MAX / kp || p->N > SIZE_MAX / kp) return QG_ERR_shape_invalid;
-    int8_t *a = malloc(p->M * kp), *b = malloc(p->N * kp);
-    if (!a || !b) {
+    if (p->M > SIZE_MAX / kp || p->M > SIZE_MAX / sizeof(int32_t)) return QG_ERR_shape_invalid;
+    int8_t *a = malloc(p->M * kp);
+    int32_t *asum = malloc(p->M * sizeof(int32_t));
+    if (!a || !asum) {
         free(a);
-        free(b);
+        free(asum);
         return QG_ERR_alloc_failed;
     }
-    i4_unpack_rows(p->A, p->M, p->K, kp, a);
-    i4_unpack_rows(p->B, p->N, p->K, kp, b);
-    i4_gemm_ctx c = {p, a, b, kp, acc, y_f32, y_f16};
-    qg_parallel_for(p->M * p->N, 1, ((size_t)1 << 16) / kp + 1, i4_gemm_range, &c);
+    i4_unpack_a(p->A, p->M, p->K, kp, a, asum);
+    i4_gemm_ctx c = {p, a, asum, kp, p->K / 32, acc, y_f32, y_f16};
+    qg_parallel_for(p->N, 1, ((size_t)1 << 18) / (kp * p->M) + 1, i4_gemm_range, &c);
     free(a);
-    free(b);
+    free(asum);
     return 0;
 }
 

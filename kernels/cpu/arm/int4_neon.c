@@ -4,9 +4,9 @@
  *
  * An 8-lane value is a pair of 4-lane registers (lo: lanes 0-3, hi: lanes 4-7). Codes: the word is
  * shifted right by 4j in lane j (vshlq_u32 with negative counts), masked and or-ed into the exponent
- * of 2^23 (the float32 2^23 + code, exact). The integer dot product
- * multiplies int8 pairs into int16 (vmull_s8, |p| <= 64) and accumulates pairs of them into int32
- * (vpadalq_s16): every partial sum is exact.
+ * of 2^23 (the float32 2^23 + code, exact). The packed GEMM's dot
+ * multiplies B's nibbles XOR 8 (0..15) by A's int8 codes into int16 (vmull_s8, |p| <= 120) and
+ * accumulates pairs of them into int32 (vpadalq_s16): every partial sum is exact.
  */
 #include <arm_neon.h>
 #include <stddef.h>
@@ -45,15 +45,50 @@ static inline float i4_hsum(i4_v8 a)
     return t02 + t13;
 }
 
-static inline int32_t i4_dot_i8(const int8_t *a, const int8_t *b, size_t n)
+/* Block i of a packed row as u = nibble XOR 8 (0..15, as int8): lo = the low nibbles of its 16 bytes, hi
+ * the high ones; times a (-8..7) into int16 (|p| <= 120), pairs accumulated into int32: exact. */
+static inline int32x4_t i4_madd_u(int32x4_t acc, int8x16_t lo, int8x16_t hi, const int8_t *a)
+{
+    const int8x16_t alo = vld1q_s8(a), ahi = vld1q_s8(a + 16);
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(lo), vget_low_s8(alo)));
+    acc = vpadalq_s16(acc, vmull_s8(vget_high_s8(lo), vget_high_s8(alo)));
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(hi), vget_low_s8(ahi)));
+    return vpadalq_s16(acc, vmull_s8(vget_high_s8(hi), vget_high_s8(ahi)));
+}
+
+static inline void i4_block_u(const uint8_t *b, int8x16_t *lo, int8x16_t *hi)
+{
+    const uint8x16_t v = vld1q_u8(b), e = vdupq_n_u8(8);
+    *lo = vreinterpretq_s8_u8(veorq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), e));
+    *hi = vreinterpretq_s8_u8(veorq_u8(vshrq_n_u8(v, 4), e));
+}
+
+static inline int32_t i4_dots_packed1(const uint8_t *b, size_t nb, const int8_t *a)
 {
     int32x4_t acc = vdupq_n_s32(0);
-    for (size_t i = 0; i < n; i += 16) {
-        const int8x16_t va = vld1q_s8(a + i), vb = vld1q_s8(b + i);
-        acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(va), vget_low_s8(vb)));
-        acc = vpadalq_s16(acc, vmull_s8(vget_high_s8(va), vget_high_s8(vb)));
+    for (size_t i = 0; i < nb; i++) {
+        int8x16_t lo, hi;
+        i4_block_u(b + 16 * i, &lo, &hi);
+        acc = i4_madd_u(acc, lo, hi, a + 32 * i);
     }
     return vaddvq_s32(acc);
+}
+
+static inline void i4_dots_packed4(const uint8_t *b, size_t nb, const int8_t *a, size_t kp, int32_t out[4])
+{
+    int32x4_t a0 = vdupq_n_s32(0), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < nb; i++) {
+        int8x16_t lo, hi;
+        i4_block_u(b + 16 * i, &lo, &hi);
+        a0 = i4_madd_u(a0, lo, hi, a + 32 * i);
+        a1 = i4_madd_u(a1, lo, hi, a + kp + 32 * i);
+        a2 = i4_madd_u(a2, lo, hi, a + 2 * kp + 32 * i);
+        a3 = i4_madd_u(a3, lo, hi, a + 3 * kp + 32 * i);
+    }
+    out[0] = vaddvq_s32(a0);
+    out[1] = vaddvq_s32(a1);
+    out[2] = vaddvq_s32(a2);
+    out[3] = vaddvq_s32(a3);
 }
 
 #include "../int4_rows.h"

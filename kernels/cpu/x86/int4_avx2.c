@@ -4,8 +4,9 @@
  * confirmed the CPU has them.
  *
  * Codes: the word is broadcast to 8 lanes and shifted right by 4j in lane j (vpsrlvd), masked to 4
- * bits and or-ed into the bit pattern of 2^23: the float32 2^23 + code, exact. The integer dot product sign-extends 16 int8 to int16 and
- * sums pairs of products into int32 (vpmaddwd): every partial sum is exact.
+ * bits and or-ed into the bit pattern of 2^23: the float32 2^23 + code, exact. The packed GEMM's dot
+ * takes B's nibbles XOR 8 as unsigned bytes against A's int8 codes (vpmaddubsw: pairs of products, at
+ * most 240 in magnitude, no saturation), then pairs of those into int32 (vpmaddwd with ones): exact.
  */
 #include <immintrin.h>
 #include <stddef.h>
@@ -38,19 +39,50 @@ static inline float i4_hsum(i4_v8 a)
     return t02 + t13;
 }
 
-static inline int32_t i4_dot_i8(const int8_t *a, const int8_t *b, size_t n)
+/* Block i of a packed row as 32 unsigned bytes u = nibble XOR 8: low nibbles of its 16 bytes, then high. */
+static inline __m256i i4_block_u(const uint8_t *b)
 {
-    __m256i acc = _mm256_setzero_si256();
-    for (size_t i = 0; i < n; i += 32) {
-        const __m256i va = _mm256_loadu_si256((const __m256i *)(a + i)), vb = _mm256_loadu_si256((const __m256i *)(b + i));
-        const __m256i a0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(va)), a1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(va, 1));
-        const __m256i b0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(vb)), b1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(vb, 1));
-        acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(a0, b0), _mm256_madd_epi16(a1, b1)));
-    }
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    const __m128i v = _mm_loadu_si128((const __m128i *)b), m = _mm_set1_epi8(0x0F);
+    const __m256i lh = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+    return _mm256_xor_si256(lh, _mm256_set1_epi8(8));
+}
+
+/* u (0..15) times a (-8..7) in pairs: |pair| <= 240, no saturation; then pairs of pairs into int32 */
+static inline __m256i i4_madd_u(__m256i acc, __m256i u, const int8_t *a)
+{
+    const __m256i p = _mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)a));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+static inline int32_t i4_hsum_i32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
     return _mm_cvtsi128_si32(s);
+}
+
+static inline int32_t i4_dots_packed1(const uint8_t *b, size_t nb, const int8_t *a)
+{
+    __m256i acc = _mm256_setzero_si256();
+    for (size_t i = 0; i < nb; i++) acc = i4_madd_u(acc, i4_block_u(b + 16 * i), a + 32 * i);
+    return i4_hsum_i32(acc);
+}
+
+static inline void i4_dots_packed4(const uint8_t *b, size_t nb, const int8_t *a, size_t kp, int32_t out[4])
+{
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < nb; i++) {
+        const __m256i u = i4_block_u(b + 16 * i);
+        a0 = i4_madd_u(a0, u, a + 32 * i);
+        a1 = i4_madd_u(a1, u, a + kp + 32 * i);
+        a2 = i4_madd_u(a2, u, a + 2 * kp + 32 * i);
+        a3 = i4_madd_u(a3, u, a + 3 * kp + 32 * i);
+    }
+    out[0] = i4_hsum_i32(a0);
+    out[1] = i4_hsum_i32(a1);
+    out[2] = i4_hsum_i32(a2);
+    out[3] = i4_hsum_i32(a3);
 }
 
 #include "../int4_rows.h"
