@@ -277,7 +277,9 @@ static void check_gemm(const qg_int4_gemm_args *p, const char *what)
 
 static void test_gemm(void)
 {
-    static const size_t Ms[] = {1, 3, 17}, Ns[] = {1, 5, 13}, Ks[] = {1, 2, 7, 8, 31, 32, 33, 100, 257};
+    /* N = 70 rows of B and K = 8292 (259 whole 32-code blocks and 4 codes): many threads' ranges and a
+     * long row with a partial last block */
+    static const size_t Ms[] = {1, 3, 17}, Ns[] = {1, 5, 13, 70}, Ks[] = {1, 2, 7, 8, 31, 32, 33, 100, 257, 8292};
     qg_rng r;
     qg_rng_init(&r, 0x6E33);
     int variant = 0;
@@ -286,8 +288,8 @@ static void test_gemm(void)
             for (size_t ki = 0; ki < COUNT(Ks); ki++, variant++) {
                 const size_t M = Ms[mi], N = Ns[ni], K = Ks[ki], rb = qg_int4_packed_row_bytes(K);
                 uint8_t *A = malloc(M * rb), *B = malloc(N * rb);
-                float sa[17], sb[13], bf[13];
-                uint16_t bh[13];
+                float sa[17], sb[70], bf[70];
+                uint16_t bh[70];
                 if (!A || !B) {
                     QG_CHECK(0, "allocation");
                     free(A), free(B);
