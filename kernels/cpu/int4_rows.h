@@ -321,21 +321,8 @@ static void i4_gemm_range(void *vc, size_t n0, size_t n1)
                 s[0] = i4_dots_packed1(b, c->nb, a);
                 if (tb) st[0] = i4_dots_packed1(tail, 1, a + 32 * c->nb);
             }
-            for (int r = 0; r < R; r++) {
-                const size_t m = m0 + (size_t)r, i = m * p->N + n;
-                const int32_t v = s[r] + st[r] - 8 * c->asum[m];
-                if (c->acc) c->acc[i] = v;
-                if (c->y_f32 || c->y_f16) {
-                    const void *bias_n = NULL;
-                    if (p->bias)
-                        bias_n = p->bias_type == QG_INT4_F16 ? (const void *)((const uint16_t *)p->bias + n)
-                                                             : (const void *)((const float *)p->bias + n);
-                    const float t = qg_int4_epilogue(v, p->sa[p->sa_len == 1 ? 0 : m], p->sb[p->sb_len == 1 ? 0 : n], bias_n,
-                                                     p->bias_type, p->relu);
-                    if (c->y_f32) c->y_f32[i] = t;
-                    if (c->y_f16) c->y_f16[i] = qg_f32_to_f16(t);
-                }
-            }
+            for (int r = 0; r < R; r++)
+                qg_int4_gemm_store(p, m0 + (size_t)r, n, s[r] + st[r] - 8 * c->asum[m0 + (size_t)r], c->acc, c->y_f32, c->y_f16);
             m0 += (size_t)R;
         }
     }

@@ -146,6 +146,20 @@ float qg_int4_epilogue(int32_t acc, float sa, float sb, const void *bias_n, qg_i
     return t;
 }
 
+void qg_int4_gemm_store(const qg_int4_gemm_args *p, size_t m, size_t n, int32_t s, int32_t *acc, float *y_f32, uint16_t *y_f16)
+{
+    const size_t o = m * p->N + n;
+    if (acc) acc[o] = s;
+    if (y_f32 || y_f16) {
+        const void *bias_n = NULL;
+        if (p->bias)
+            bias_n = p->bias_type == QG_INT4_F16 ? (const void *)((const uint16_t *)p->bias + n) : (const void *)((const float *)p->bias + n);
+        const float t = qg_int4_epilogue(s, p->sa[p->sa_len == 1 ? 0 : m], p->sb[p->sb_len == 1 ? 0 : n], bias_n, p->bias_type, p->relu);
+        if (y_f32) y_f32[o] = t;
+        if (y_f16) y_f16[o] = qg_f32_to_f16(t);
+    }
+}
+
 static int product_scales_ok(const float *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -193,18 +207,7 @@ int qg_int4_gemm_packed_ref(const qg_int4_gemm_args *p, int32_t *acc, float *y_f
             const uint8_t *b = p->B + n * rb;
             int32_t s = 0;
             for (size_t k = 0; k < p->K; k++) s += qg_int4_packed_get(a, k) * qg_int4_packed_get(b, k);
-            const size_t o = m * p->N + n;
-            if (acc) acc[o] = s;
-            if (y_f32 || y_f16) {
-                const void *bias_n = NULL;
-                if (p->bias)
-                    bias_n = p->bias_type == QG_INT4_F16 ? (const void *)((const uint16_t *)p->bias + n)
-                                                         : (const void *)((const float *)p->bias + n);
-                const float t = qg_int4_epilogue(s, p->sa[p->sa_len == 1 ? 0 : m], p->sb[p->sb_len == 1 ? 0 : n], bias_n,
-                                                 p->bias_type, p->relu);
-                if (y_f32) y_f32[o] = t;
-                if (y_f16) y_f16[o] = qg_f32_to_f16(t);
-            }
+            qg_int4_gemm_store(p, m, n, s, acc, y_f32, y_f16);
         }
     }
     return 0;

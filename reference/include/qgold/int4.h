@@ -99,6 +99,9 @@ int qg_int4_gemm_check(const qg_int4_gemm_args *p, const int32_t *acc, const flo
 int qg_int4_gemm_packed_ref(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32, uint16_t *y_f16);
 /* The scaled epilogue of one output (bias_n: pointer to bias[n] or NULL). */
 float qg_int4_epilogue(int32_t acc, float sa, float sb, const void *bias_n, qg_int4_ftype bias_type, int relu);
+/* Output (m, n) of a product with the exact sum s: acc[m N + n] = s and the epilogue into y_f32 / y_f16
+ * (each where non-NULL). */
+void qg_int4_gemm_store(const qg_int4_gemm_args *p, size_t m, size_t n, int32_t s, int32_t *acc, float *y_f32, uint16_t *y_f16);
 
 /* W4A16 canonical layout, with the element counts of its buffers (checked against the shape). */
 typedef struct {
