@@ -334,7 +334,7 @@ static inline int i4_gemm(const qg_int4_gemm_args *p, int32_t *acc, float *y_f32
     int rc = qg_int4_gemm_check(p, acc, y_f32, y_f16);
     if (rc) return rc;
     const size_t kp = (p->K + 31) / 32 * 32;
-    if (p->M > SIZE_MAX / kp || p->M > SIZE_MAX / sizeof(int32_t)) return QG_ERR_shape_invalid;
+    if (p->M > SIZE_MAX / kp) return QG_ERR_shape_invalid; /* kp >= 32: covers the M int32 sums too */
     int8_t *a = malloc(p->M * kp);
     int32_t *asum = malloc(p->M * sizeof(int32_t));
     if (!a || !asum) {

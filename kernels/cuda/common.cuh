@@ -65,6 +65,15 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
 #endif
 }
 
+/* This thread's arrival on bar (release: its earlier shared-memory reads are ordered before a waiter's
+ * later writes, asynchronous copies included). */
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+#if QG_CUDA_MBAR
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
 /* Returns once the phase of parity `parity` has completed (a fresh barrier counts parity 1 as done). */
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 {

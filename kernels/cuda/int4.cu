@@ -571,10 +571,6 @@ size_t ws_smem_bytes()
 }
 
 #if QG_INT4_BULK
-/* this thread's arrival on bar (release: its earlier shared-memory reads are ordered before the waiter's
- * later copies) */
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); }
-
 /* an arrival on bar once this thread's earlier cp.async copies have landed (counted in the init count) */
 __device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar)
 {
