@@ -12,9 +12,11 @@
  * with the fp16 scale s of the row. The file is built with --fmad=false and writes __fmul_rn/__fadd_rn.
  *
  * Kernels: M <= 16, w4a16_tc_ring_kernel (a warp owns one n-tile and 1 or 2 m-tiles; operands through a
- * shared-memory ring filled by bulk copies (codes, sm_90) and cp.async); M > 16, w4a16_tc_gemm_kernel
- * (CTA tiles of 128 or 256 channels x 64 or 32 rows, a warp owning 2 n-tiles x 4 m-tiles, weights and x
- * staged once per CTA tile).
+ * shared-memory ring filled by bulk copies (codes, sm_90) and cp.async; at M <= 8 on sm_90 the producer-warp
+ * variant); M > 16, w4a16_tc_wg_kernel on sm_90a (wgmma, A from registers, B = x from shared memory; CTA
+ * tiles of 128 or 256 channels x 32 or 64 rows), elsewhere w4a16_tc_gemm_kernel (mma.sync; CTA tiles of 128
+ * or 256 channels x 64 or 32 rows, a warp owning 2 n-tiles x 4 m-tiles, weights and x staged once per CTA
+ * tile).
  *
  * Determinism and batch invariance: each output (m, n) is one column of D in its tile; the mma computes
  * a column from that column of B only, the k-tile order, group flushes and split ranges are fixed by
@@ -32,6 +34,7 @@
  * its weights and x from L2 once per tile.
  */
 #include <cuda_fp16.h>
+#include <atomic>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -274,6 +277,12 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int by
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src)
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
+/* 4 bytes, the bytes past `bytes` (0 or 4) zero-filled */
+__device__ __forceinline__ void cp_async4z(uint32_t dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -926,6 +935,237 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM, OCC>::THREADS, OCC)
     }
 }
 
+/* M > 16 on sm_90a: warpgroup MMA. wgmma.m64nBNk16 (fp16 in, float32 accumulate) with A, the weights, from
+ * registers and B, the BN rows of x, from shared memory. The register A fragment of a warp of the warpgroup
+ * is the mma.sync m16n8k16 A fragment of its 16 channels (the tc16 layout and decode_ktile unchanged) and
+ * its D fragment is MT = BN / 8 mma.sync D fragments side by side (tile_store unchanged). An output's
+ * operations are those of half_mma: the same k-tiles in the same order, each one k16 block D = A B + D
+ * from the exact fp16 integers q - z and x, the group partial started at +0 and flushed as
+ * t = RN32(t + RN32(s p)), the splits joined in order. That wgmma's k16 block rounds exactly as
+ * mma.sync's (same inputs, same accumulator, same float32 result) is measured by gpu.tc_probe.wgmma on
+ * the GPU that runs it (every output of chained blocks on wide-exponent, cancelling and subnormal
+ * inputs equal bit for bit); the batch-invariance tests compare rows of this kernel with the same rows
+ * from the M <= 16 kernels.
+ *
+ * CTA: WG warpgroups, warp w owns n-tile w of the CTA's 4 WG (channels 16 w .. 16 w + 15) and all BN rows;
+ * a cp.async ring of STAGES chunks as in w4a16_tc_gemm_kernel (codes, sz words, x). x of a chunk is kept
+ * in the no-swizzle K-major layout of the tensor cores, in the k order of the tc16 layout: there the
+ * 16 k of k-tile kt = 2 h + jj are, for k = 8 kh + 2 t + e (kh, e in {0, 1}, t < 4), the columns
+ * 32 h + 8 t + 4 jj + 2 kh + e (the x fragments the mma.sync kernels load whole as 16-byte pieces).
+ * Core matrix q' = 2 kt + kh (8 rows x 16 bytes, its 4-byte slot t holding k = 8 kh + 2 t, + 1) thus
+ * takes word j2 = 2 jj + kh of the pieces (columns 8 p .. 8 p + 7) p = 4 h + t: a 4 x 4 transpose of
+ * 4-byte words within each half, done by the copies (4 bytes each). Core matrix q' of rows 8 g .. 8 g + 7
+ * is at byte (8 g + q') 128, so those of k-tile kt start at 256 kt, 128 bytes apart along K (LBO) and
+ * 1024 bytes apart along the rows (SBO). Each thread's
+ * copies land (cp.async.wait_group), then a proxy fence makes them visible to the tensor cores' async
+ * reads, then the CTA barrier. A warpgroup waits for its wgmmas (wait_group 0) before it reads a group's
+ * partials and at the end of every chunk, so the slot refilled after the next barrier is no longer read.
+ * Built only for sm_90a; elsewhere the kernel is empty and the host never launches it
+ * (g_int4_wgmma_built reads 0). */
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define QG_INT4_WGMMA_BUILT 1
+#else
+#define QG_INT4_WGMMA_BUILT 0
+#endif
+
+__device__ int g_int4_wgmma_built = QG_INT4_WGMMA_BUILT;
+
+template <int WG, int BN, int OCC>
+struct wg_cfg {
+    static constexpr int NT = 4 * WG, THREADS = 128 * WG, MT = BN / 8;
+    static constexpr int W = 0, SZ = W + NT * 32, X = SZ + NT * 8, STG = X + BN * 8; /* in uint4 */
+    static constexpr int STAGES = OCC == 2 ? 6 : 8;
+    static constexpr size_t SMEM = (size_t)STAGES * STG * 16;
+    /* SEQ: the running sum over splits after the ring, thread-minor (4 MT floats a thread) */
+    static constexpr size_t SMEM_SEQ = SMEM + (size_t)MT * 4 * THREADS * 4;
+};
+
+#if QG_INT4_WGMMA_BUILT
+__device__ __forceinline__ void wg4_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg4_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg4_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wg4_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/* Pins a register to this point of the instruction stream: the compiler sees the wgmma's accumulators as
+ * written when it is issued, so without this it may read them before the wait_group that completes it. */
+__device__ __forceinline__ void wg4_pin(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+
+#define QG_WG_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+/* D = A B + D, one k16 block of 64 channels x BN rows (scale-d 1: a group's first block adds to a zeroed
+ * partial, the value mma16816_c0 gives) */
+template <int BN> __device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc);
+template <> __device__ __forceinline__ void wgmma_f16<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                 : QG_WG_F8(0), QG_WG_F8(8), QG_WG_F8(16), QG_WG_F8(24)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+template <> __device__ __forceinline__ void wgmma_f16<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t desc)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
+                 " {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                 : QG_WG_F8(0), QG_WG_F8(8)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+#undef QG_WG_F8
+#endif
+
+template <int WG, int BN, bool SEQ, int OCC>
+__global__ void __launch_bounds__(128 * WG, OCC)
+    w4a16_tc_wg_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz, const uint16_t *__restrict__ x, int M, dev_shape sh,
+                       int splits, float *__restrict__ part, unsigned *__restrict__ cnt, float *__restrict__ y32,
+                       uint16_t *__restrict__ y16)
+{
+#if QG_INT4_WGMMA_BUILT
+    using C = wg_cfg<WG, BN, OCC>;
+    constexpr int MT = C::MT, ST = C::STAGES;
+    extern __shared__ __align__(128) uint4 wg4_smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gr = lane >> 2;
+    const int nb0 = blockIdx.y * C::NT, m0 = blockIdx.x * BN;
+    const int s0 = SEQ ? 0 : (int)blockIdx.z;
+    const int c_beg = (int)((long long)sh.kc * s0 / splits);
+    const int c_fin = SEQ ? sh.kc : (int)((long long)sh.kc * (s0 + 1) / splits);
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(wg4_smem);
+
+    /* copies of a chunk: code word and sz word tid (n-tile tid >> 5, as in w4a16_tc_gemm_kernel), x pieces
+     * u = tid + k THREADS (row r = u >> 3, columns 8 q .. 8 q + 7, q = u & 7) as four 4-byte copies (see
+     * the layout above); past the last n-tile the last one's words (never stored), rows past M and columns
+     * past K zero-filled */
+    constexpr int KX = BN * 8 / C::THREADS;
+    static_assert(C::NT * 32 == C::THREADS && BN * 8 % C::THREADS == 0, "whole rounds of copies");
+    const int ntc = min(nb0 + warp, sh.nt - 1);
+    const uint4 *wsrc = qw + (size_t)ntc * sh.kc * 32 + lane;
+    const uint32_t *zsrc = sz + ntc * ROWS + ((tid >> 2) & 7) + 8 * (tid & 1);
+    const int zk = 2 * ((tid >> 1) & 1);
+    const uint16_t *xsrc[KX];
+    int xcol[KX];
+    bool xrow[KX];
+    uint32_t xdst[KX];
+#pragma unroll
+    for (int k = 0; k < KX; k++) {
+        const int u = tid + k * C::THREADS, r = u >> 3, q = u & 7, m = m0 + r;
+        xrow[k] = m < M;
+        xcol[k] = 8 * q;
+        xsrc[k] = x + (size_t)(m < M ? m : 0) * sh.K + xcol[k];
+        xdst[k] = 16u * (uint32_t)(C::X + ((r >> 3) * 8 + 4 * (q >> 2)) * 8 + (r & 7)) + 4u * (uint32_t)(q & 3);
+    }
+    auto issue = [&](int c, int slot) {
+        const uint32_t b = base + (uint32_t)(slot * C::STG) * 16u;
+        cp_async16(b + 16u * (C::W + tid), wsrc + (size_t)c * 32, 16);
+        cp_async4(b + 16u * C::SZ + 4u * tid, zsrc + (size_t)min((4 * c + zk) >> sh.gshift, sh.G - 1) * sh.Np);
+#pragma unroll
+        for (int k = 0; k < KX; k++) {
+            const bool ok = xrow[k] && c * CHUNK + xcol[k] < sh.K;
+            const uint16_t *src = ok ? xsrc[k] + c * CHUNK : x;
+#pragma unroll
+            for (int j2 = 0; j2 < 4; j2++) cp_async4z(b + xdst[k] + 128u * j2, src + (ok ? 2 * j2 : 0), ok ? 4 : 0);
+        }
+    };
+    /* descriptor of k-tile 0 of slot 0: start >> 4, LBO 128 >> 4, SBO 1024 >> 4, no swizzle; slot s and
+     * k-tile kt add (s STG 16 + 256 kt) >> 4 to the start field (shared addresses stay below 2^18) */
+    const uint64_t desc0 = (uint64_t)(((base + 16u * C::X) & 0x3FFFFu) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32);
+
+    float *const ysm = reinterpret_cast<float *>(wg4_smem + (size_t)ST * C::STG) + tid; /* [(i 4 + e)] x THREADS */
+    float tot[MT][4], par[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) tot[i][e] = par[i][e] = 0.0f;
+    float sa = 0.0f, sb = 0.0f;
+    uint32_t za = 0u, zbn = 0u;
+    int cur = -1, sp = s0;
+    int nxt = SEQ ? (int)((long long)sh.kc / splits) : c_fin;
+    /* every wgmma of this warpgroup complete, and the partials read only after that */
+    auto wait_par = [&]() {
+        wg4_wait0();
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) wg4_pin(par[i][e]);
+    };
+    auto join = [&]() {
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float *q = ysm + (size_t)(i * 4 + e) * C::THREADS;
+                *q = sp == 0 ? tot[i][e] : __fadd_rn(*q, tot[i][e]);
+                tot[i][e] = 0.0f;
+            }
+    };
+
+    const int nk = c_fin - c_beg;
+#pragma unroll 1
+    for (int p = 0; p < ST - 1; p++) {
+        if (p < nk) issue(c_beg + p, p);
+        cp_async_commit();
+    }
+    for (int it = 0; it < nk; it++) {
+        const int c = c_beg + it, slot = it % ST;
+        cp_async_wait<ST - 2>(); /* this thread's copies of chunk c have landed */
+        wg4_proxy_fence();       /* ... and are visible to the tensor cores' reads */
+        __syncthreads();         /* everyone's have; the slot refilled next is no longer read */
+        if (it + ST - 1 < nk) issue(c + ST - 1, (it + ST - 1) % ST);
+        cp_async_commit();
+        if (SEQ && c == nxt) {
+            if (cur >= 0) group_flush<MT>(tot, par, sa, sb);
+            cur = -1;
+            join();
+            sp++;
+            nxt = (int)((long long)sh.kc * (sp + 1) / splits);
+        }
+        const uint4 *stg = wg4_smem + (size_t)slot * C::STG;
+        const uint4 w = stg[C::W + warp * 32 + lane];
+        const uint4 zw = stg[C::SZ + warp * 8 + gr];
+        const uint64_t dsc = desc0 + (uint64_t)((slot * C::STG * 16) >> 4);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int grp = min((c * 4 + 2 * h) >> sh.gshift, sh.G - 1);
+            if (grp != cur) {
+                if (h == 1) wait_par(); /* the first half's blocks wrote par */
+                if (cur >= 0) group_flush<MT>(tot, par, sa, sb);
+#ifdef QG_CUDA_MUTANT_INT4_GEMM_STALE
+                if (cur < 0)
+#endif
+#pragma unroll
+                    for (int i = 0; i < MT; i++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) par[i][e] = 0.0f;
+                cur = grp;
+                group_words(h == 0 ? zw.x : zw.z, h == 0 ? zw.y : zw.w, sa, sb, za, zbn);
+            }
+            uint32_t A0[4], A1[4];
+            decode_ktile(h == 0 ? w.x : w.z, za, zbn, A0);
+            decode_ktile(h == 0 ? w.y : w.w, za, zbn, A1);
+#pragma unroll
+            for (int i = 0; i < MT; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) wg4_pin(par[i][e]);
+            wg4_fence();
+            wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A0, dsc + (uint64_t)((512 * h) >> 4));
+            wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A1, dsc + (uint64_t)((512 * h + 256) >> 4));
+            wg4_commit();
+        }
+        wait_par();
+    }
+    cp_async_wait<0>();
+    if (cur >= 0) group_flush<MT>(tot, par, sa, sb);
+    if (SEQ) {
+        join();
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) tot[i][e] = ysm[(size_t)(i * 4 + e) * C::THREADS];
+    }
+    const int nt = nb0 + warp;
+    if (nt >= sh.nt) return;
+    if (SEQ) tile_store<MT>(tot, nt, 0, m0, M, sh, 1, nullptr, nullptr, y32, y16, lane, 0);
+    else tile_store<MT>(tot, nt, s0, m0, M, sh, splits, part, cnt, y32, y16, lane, (int)blockIdx.x);
+#endif
+}
+
 /* x'[m][k'] = x[m][perm[k']] (act-order). */
 __global__ void w4a16_gather_x(const uint16_t *__restrict__ x, const int32_t *__restrict__ perm, int M, int K, uint16_t *xp)
 {
@@ -1072,6 +1312,48 @@ __global__ void mma_probe_kernel(const uint16_t *A, const uint16_t *B, const flo
     for (int e = 0; e < 4; e++) d[e] = cc[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)];
     mma16816(d, ar[0], ar[1], ar[2], ar[3], br[0], br[1]);
     for (int e = 0; e < 4; e++) dd[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)] = d[e];
+}
+
+/* The same blocks through wgmma.m64n8k16 (A from registers, B from shared memory): one warpgroup a block,
+ * each of its 4 warps giving the block's A fragment as its 16 rows, so all four compute the block; warp 0
+ * writes it. gpu.tc_probe.cuda compares D with mma_probe_kernel's bit for bit: the M > 16 kernel relies on
+ * the two rounding alike. B's 16 x 8 block goes to shared memory as two core matrices (k 0..7, 8..15),
+ * 8 rows (j) of 16 bytes each, 128 bytes apart (LBO); SBO unused with one row group. */
+__global__ void wgmma_probe_kernel(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
+{
+#if QG_INT4_WGMMA_BUILT
+    __shared__ __align__(128) uint16_t bs[128];
+    const size_t blk = (size_t)blockIdx.x;
+    if (blk >= count) return;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gr = lane >> 2, t = lane & 3;
+    const uint16_t *a = A + blk * 256, *b = B + blk * 128;
+    const float *cc = C + blk * 128;
+    /* element (k, j) at core matrix k / 8, row j, position k % 8 */
+    { /* tid = 8 k + j */
+        const int k = tid >> 3, j = tid & 7;
+        bs[(k >> 3) * 64 + j * 8 + (k & 7)] = b[k * 8 + j];
+    }
+    wg4_proxy_fence();
+    __syncthreads();
+    uint32_t ar[4];
+    for (int r = 0; r < 4; r++) {
+        const int row = gr + 8 * (r & 1), col = 2 * t + 8 * (r >> 1);
+        ar[r] = (uint32_t)a[row * 16 + col] | ((uint32_t)a[row * 16 + col + 1] << 16);
+    }
+    float d[4];
+    for (int e = 0; e < 4; e++) d[e] = cc[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)];
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(bs);
+    const uint64_t desc = (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
+    wg4_fence();
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]), "l"(desc));
+    wg4_commit();
+    wg4_wait0();
+    if (warp == 0)
+        for (int e = 0; e < 4; e++) D[blk * 128 + (gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)] = d[e];
+#endif
 }
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -1229,6 +1511,78 @@ int launch_gemm_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, boo
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_gemm_kernel launch", e);
 }
 
+/* 1 when the M > 16 calls take the wgmma kernel: this process's device code holds it (an sm_90a build on
+ * an sm_90 device; read once from the device, never during a stream capture, where the answer is 0 until
+ * then) and QG_CUDA_INT4_WGMMA is not 0 (0: the mma.sync kernel below, so one binary tests and times
+ * both; same operations per output either way). */
+bool wg_use(cudaStream_t st)
+{
+    static std::atomic<int> state(-1);
+    int s = state.load();
+    if (s >= 0) return s == 1;
+    const char *env = getenv("QG_CUDA_INT4_WGMMA");
+    if (env != nullptr && env[0] == '0') {
+        state.store(0);
+        return false;
+    }
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    int v = 0;
+    if (cudaMemcpyFromSymbol(&v, g_int4_wgmma_built, sizeof v) != cudaSuccess) {
+        (void)cudaGetLastError();
+        v = 0;
+    }
+    state.store(v == 1 ? 1 : 0);
+    return v == 1;
+}
+
+/* At M > 32: CTA tiles of 256 channels x 64 rows (four warpgroups, one CTA an SM; x read from L2 half as
+ * often) where their grid (splits included) fills at least 3/4 of the SMs, else 128 x 64 (two warpgroups,
+ * two CTAs an SM). H200, g = 128: 28672 x 8192 at M = 64 128.8 -> 113.9 us, M = 1024 1749 -> 1556 us;
+ * 4096 x 14336 at M = 256 (64 CTAs of 256) 150 -> 205 us, hence the bound. QG_CUDA_INT4_WG_N=128 or 256
+ * forces one (tests and timing); same operations per output either way. */
+int wg_n_forced()
+{
+    static const int n = [] {
+        const char *env = getenv("QG_CUDA_INT4_WG_N");
+        if (env == nullptr) return 0;
+        return strcmp(env, "256") == 0 ? 256 : strcmp(env, "128") == 0 ? 128 : 0;
+    }();
+    return n;
+}
+bool wg_wide(const qg_w4a16_tc_shape &s, int rows, bool seq, int splits)
+{
+    if (wg_n_forced() != 0) return wg_n_forced() == 256;
+    const size_t ctas = ceil_div((size_t)rows, (size_t)64) * ceil_div(s.Np / ROWS, (size_t)16) * (seq ? 1 : (size_t)splits);
+    return ctas * 4 >= (size_t)qg_cuda_sm_count() * 3;
+}
+
+template <int WG, int BN, int OCC>
+int launch_wg(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq, int splits, float *part, unsigned *cnt, float *y32,
+              uint16_t *y16, cudaStream_t st)
+{
+    using C = wg_cfg<WG, BN, OCC>;
+    static const cudaError_t attr = [] {
+        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_wg_kernel<WG, BN, false, OCC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+        if (r == cudaSuccess)
+            r = cudaFuncSetAttribute(w4a16_tc_wg_kernel<WG, BN, true, OCC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM_SEQ);
+        return r;
+    }();
+    if (attr != cudaSuccess) return qg_cuda_fail("w4a16_tc_wg_kernel shared memory", attr);
+    const dev_shape d = dev_shape_of(w->s);
+    dim3 grid((unsigned)ceil_div((size_t)M, (size_t)BN), (unsigned)ceil_div((size_t)d.nt, (size_t)C::NT), seq ? 1u : (unsigned)splits);
+    const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
+    if (seq)
+        w4a16_tc_wg_kernel<WG, BN, true, OCC><<<grid, C::THREADS, C::SMEM_SEQ, st>>>(qw, w->sz, x, M, d, splits, nullptr, nullptr, y32, y16);
+    else
+        w4a16_tc_wg_kernel<WG, BN, false, OCC><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_wg_kernel launch", e);
+}
+
 /* M > 16: 8 warps of 2 x 4 mma tiles, as 8 x 1 (256 channels x 32 rows) up to M = 32, else 4 x 2 (128 x 64).
  * The 128 x 64 SEQ grid with no more CTAs than SMs gains nothing from two CTAs an SM, so it runs the
  * one-CTA configuration (8 ring stages, running sum in registers; same adds in the same order, same
@@ -1236,6 +1590,11 @@ int launch_gemm_tc(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, boo
 int launch_gemm_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, bool seq, int splits, float *part,
                      unsigned *cnt, float *y32, uint16_t *y16, cudaStream_t st)
 {
+    if (wg_use(st)) {
+        if (mt_for <= 32) return launch_wg<2, 32, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
+        if (wg_wide(w->s, rows, seq, splits)) return launch_wg<4, 64, 1>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
+        return launch_wg<2, 64, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
+    }
     if (mt_for <= 32) return launch_gemm_tc<8, 1, gm_occ(8, 1)>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
     using C = gm_cfg<4, 2, gm_occ(4, 2)>;
     const size_t ctas = ceil_div((size_t)rows, (size_t)C::ROWS_X) * ceil_div((size_t)dev_shape_of(w->s).nt, (size_t)C::NT);
@@ -1474,6 +1833,16 @@ int launch_decode(const void *ctx, void *const *dev, void *stream)
 }
 
 /* probe: A, B, C, D */
+int launch_wgmma_probe(const void *ctx, void *const *dev, void *stream)
+{
+    const size_t count = *(const size_t *)ctx;
+    if (!wg_use((cudaStream_t)stream)) return QG_ERR_unsupported;
+    wgmma_probe_kernel<<<(unsigned)count, 128, 0, (cudaStream_t)stream>>>((const uint16_t *)dev[0], (const uint16_t *)dev[1],
+                                                                           (const float *)dev[2], (float *)dev[3], count);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("wgmma_probe_kernel launch", e);
+}
+
 int launch_probe(const void *ctx, void *const *dev, void *stream)
 {
     const size_t count = *(const size_t *)ctx;
@@ -1567,6 +1936,8 @@ extern "C" int qg_w4a16_cuda_upload(const qg_w4a16 *L, qg_w4a16_cuda_weights *w)
     }
     if ((rc = repack_launch(s, dq, w->perm, dsc, dz, w->qw, w->sz, 0)) != QG_ERR_ok) goto done;
     QG_CUDA_TRY(cudaDeviceSynchronize());
+    /* settle the M > 16 kernel here, outside any stream capture (the first call may be captured) */
+    (void)wg_use(0);
 done:
     if (dq) cudaFree(dq);
     if (dsc) cudaFree(dsc);
@@ -1631,6 +2002,16 @@ extern "C" int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x,
 {
     if (y_f32 == nullptr || partials == nullptr) return QG_ERR_argument_invalid;
     return gemm_host(L, x, x_len, M, y_f32, nullptr, partials);
+}
+
+extern "C" int qg_cuda_wgmma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
+{
+    if (A == nullptr || B == nullptr || C == nullptr || D == nullptr || count == 0 || count > 65535) return QG_ERR_argument_invalid;
+    const qg_cuda_buf bufs[4] = {{QG_CUDA_IN, (void *)A, count * 512},
+                                 {QG_CUDA_IN, (void *)B, count * 256},
+                                 {QG_CUDA_IN, (void *)C, count * 512},
+                                 {QG_CUDA_OUT, D, count * 512}};
+    return qg_cuda_run(bufs, 4, launch_wgmma_probe, &count);
 }
 
 extern "C" int qg_cuda_mma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)

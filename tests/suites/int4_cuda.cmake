@@ -12,6 +12,17 @@ if(QG_HAVE_CUDA)
   # at every M too, against the same reference and the same rows inside M = 1024
   qg_add_test(NAME gpu.int4_cuda.gemm.ring LABELS gpu COMMAND test_int4_cuda gemm)
   set_property(TEST gpu.int4_cuda.gemm.ring APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WS=0)
+  # M > 16 runs the wgmma kernel in sm_90a builds on sm_90; the mma.sync kernel (what every other build
+  # and device runs there) gets the same checks with it switched off
+  # (and its two CTA widths, each forced once: the host picks one from the grid size)
+  foreach(mode gemm splitk)
+    qg_add_test(NAME gpu.int4_cuda.${mode}.mma LABELS gpu COMMAND test_int4_cuda ${mode})
+    set_property(TEST gpu.int4_cuda.${mode}.mma APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WGMMA=0)
+    foreach(wn 128 256)
+      qg_add_test(NAME gpu.int4_cuda.${mode}.wg${wn} LABELS gpu COMMAND test_int4_cuda ${mode})
+      set_property(TEST gpu.int4_cuda.${mode}.wg${wn} APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WG_N=${wn})
+    endforeach()
+  endforeach()
   qg_test_exe(test_tc_probe unit/test_tc_probe.c)
   target_compile_options(test_tc_probe PRIVATE -ffp-contract=off -fno-fast-math)
   qg_add_test(NAME gpu.tc_probe.cuda LABELS gpu COMMAND test_tc_probe)

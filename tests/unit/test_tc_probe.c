@@ -9,7 +9,9 @@
  *   big_product one large product, c = 0 or tiny, fifteen products below its ulp, random signs;
  *   cancel      c = -p_0 exactly (a large product cancelled), fifteen small products of mixed sign;
  *   random      random signs and exponents (2^-6 .. 2^6) everywhere.
- * Prints the worst measured figure per family and overall. Exit 77 without a GPU.
+ * Prints the worst measured figure per family and overall. Where the process's device code has wgmma
+ * (sm_90a), the same blocks through wgmma.m64n8k16 must give mma.sync's bits exactly (the M > 16 W4A16
+ * kernel's batch invariance rests on it). Exit 77 without a GPU.
  */
 #include "compare.h"
 #include "qg_test.h"
@@ -118,6 +120,29 @@ int main(void)
             }
     }
     QG_CHECK(fails == 0, "%zu outputs outside the declared model of %.3g units", fails, model / unit);
+
+    /* wgmma (the M > 16 W4A16 kernel's instruction on sm_90a): every output of the same blocks must equal
+     * mma.sync's bit for bit, or that kernel would give a row other bits than the M <= 16 kernels do */
+    float *Dw = malloc(count * 128 * 4);
+    QG_CHECK(Dw != NULL, "allocation");
+    const int rw = Dw && rc == QG_ERR_ok ? qg_cuda_wgmma_f16_probe(A, B, C, Dw, count) : QG_ERR_alloc_failed;
+    if (rw == QG_ERR_unsupported) {
+        printf("tc_probe: no wgmma in this process's device code (not an sm_90a build on an sm_90 device, or QG_CUDA_INT4_WGMMA=0)\n");
+    } else {
+        QG_CHECK(rw == QG_ERR_ok, "wgmma probe: %s %s", qg_error_name(rw), qg_cuda_last_error());
+        size_t differ = 0;
+        for (size_t i = 0; i < count * 128 && rw == QG_ERR_ok; i++) {
+            uint32_t bm, bw;
+            memcpy(&bm, &D[i], 4);
+            memcpy(&bw, &Dw[i], 4);
+            if (bm != bw && differ++ < 10)
+                fprintf(stderr, "tc_probe %s block %zu output %zu: mma.sync %08x, wgmma %08x\n", family_name[i / 128 / BLOCKS_PER_FAMILY],
+                        i / 128, i % 128, bm, bw);
+        }
+        QG_CHECK(differ == 0, "%zu of %zu outputs differ between wgmma.m64n8k16 and mma.m16n8k16", differ, count * 128);
+        if (rw == QG_ERR_ok) printf("tc_probe: wgmma.m64n8k16 equals mma.m16n8k16 bit for bit on all %zu outputs: %s\n", count * 128, differ ? "NO" : "yes");
+    }
+    free(Dw);
     printf("tc_probe on %s: mma.m16n8k16 f32.f16.f16.f32, %zu blocks\n", dev, count);
     for (int f = 0; f < FAMILIES; f++)
         printf("  %-12s worst error %.4f units of (|c| + sum|p|) 2^-23; %zu of %d outputs inexact\n", family_name[f], worst[f], nonzero[f],

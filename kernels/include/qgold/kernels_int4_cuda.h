@@ -131,6 +131,11 @@ double qg_cuda_mma_model_u(void);
  * D = C + A B as the tensor core computes it, one mma per block. */
 int qg_cuda_mma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count);
 
+/* The same blocks through wgmma.m64n8k16 (sm_90a; the instruction of the M > 16 W4A16 kernel).
+ * QG_ERR_unsupported where this process's device code has no wgmma (not an sm_90a build on an sm_90
+ * device) or QG_CUDA_INT4_WGMMA=0. */
+int qg_cuda_wgmma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count);
+
 #ifdef __cplusplus
 }
 #endif
