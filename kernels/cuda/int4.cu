@@ -279,12 +279,6 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
-/* 4 bytes, the bytes past `bytes` (0 or 4) zero-filled */
-__device__ __forceinline__ void cp_async4z(uint32_t dst, const void *src, int bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 template <int N>
@@ -981,6 +975,11 @@ struct wg_cfg {
 };
 
 #if QG_INT4_WGMMA_BUILT
+/* 4 bytes, the bytes past `bytes` (0 or 4) zero-filled */
+__device__ __forceinline__ void cp_async4z(uint32_t dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
 __device__ __forceinline__ void wg4_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg4_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg4_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
@@ -1833,23 +1832,24 @@ int launch_decode(const void *ctx, void *const *dev, void *stream)
 }
 
 /* probe: A, B, C, D */
-int launch_wgmma_probe(const void *ctx, void *const *dev, void *stream)
-{
-    const size_t count = *(const size_t *)ctx;
-    if (!wg_use((cudaStream_t)stream)) return QG_ERR_unsupported;
-    wgmma_probe_kernel<<<(unsigned)count, 128, 0, (cudaStream_t)stream>>>((const uint16_t *)dev[0], (const uint16_t *)dev[1],
-                                                                           (const float *)dev[2], (float *)dev[3], count);
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("wgmma_probe_kernel launch", e);
-}
+/* the probes' launch: ctx is a probe_ctx; wgmma where asked (QG_ERR_unsupported without it), else mma.sync */
+struct probe_ctx {
+    size_t count;
+    bool wg;
+};
 
 int launch_probe(const void *ctx, void *const *dev, void *stream)
 {
-    const size_t count = *(const size_t *)ctx;
-    mma_probe_kernel<<<(unsigned)count, 32, 0, (cudaStream_t)stream>>>((const uint16_t *)dev[0], (const uint16_t *)dev[1],
-                                                                         (const float *)dev[2], (float *)dev[3], count);
+    const probe_ctx &c = *(const probe_ctx *)ctx;
+    const cudaStream_t st = (cudaStream_t)stream;
+    const uint16_t *A = (const uint16_t *)dev[0], *B = (const uint16_t *)dev[1];
+    const float *C = (const float *)dev[2];
+    float *D = (float *)dev[3];
+    if (c.wg && !wg_use(st)) return QG_ERR_unsupported;
+    if (c.wg) wgmma_probe_kernel<<<(unsigned)c.count, 128, 0, st>>>(A, B, C, D, c.count);
+    else mma_probe_kernel<<<(unsigned)c.count, 32, 0, st>>>(A, B, C, D, c.count);
     cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("mma_probe_kernel launch", e);
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail(c.wg ? "wgmma_probe_kernel launch" : "mma_probe_kernel launch", e);
 }
 
 /* packed int4 x int4: A, B, sa, sb, bias, acc, y32, y16 */
@@ -2004,24 +2004,25 @@ extern "C" int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x,
     return gemm_host(L, x, x_len, M, y_f32, nullptr, partials);
 }
 
-extern "C" int qg_cuda_wgmma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
+static int probe_host(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count, bool wg)
 {
     if (A == nullptr || B == nullptr || C == nullptr || D == nullptr || count == 0 || count > 65535) return QG_ERR_argument_invalid;
     const qg_cuda_buf bufs[4] = {{QG_CUDA_IN, (void *)A, count * 512},
                                  {QG_CUDA_IN, (void *)B, count * 256},
                                  {QG_CUDA_IN, (void *)C, count * 512},
                                  {QG_CUDA_OUT, D, count * 512}};
-    return qg_cuda_run(bufs, 4, launch_wgmma_probe, &count);
+    const probe_ctx c = {count, wg};
+    return qg_cuda_run(bufs, 4, launch_probe, &c);
+}
+
+extern "C" int qg_cuda_wgmma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
+{
+    return probe_host(A, B, C, D, count, true);
 }
 
 extern "C" int qg_cuda_mma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
 {
-    if (A == nullptr || B == nullptr || C == nullptr || D == nullptr || count == 0 || count > 65535) return QG_ERR_argument_invalid;
-    const qg_cuda_buf bufs[4] = {{QG_CUDA_IN, (void *)A, count * 512},
-                                 {QG_CUDA_IN, (void *)B, count * 256},
-                                 {QG_CUDA_IN, (void *)C, count * 512},
-                                 {QG_CUDA_OUT, D, count * 512}};
-    return qg_cuda_run(bufs, 4, launch_probe, &count);
+    return probe_host(A, B, C, D, count, false);
 }
 
 extern "C" int qg_w4a16_decode_cuda(const qg_w4a16 *L, float *w)
