@@ -936,10 +936,10 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM, OCC>::THREADS, OCC)
  * operations are those of half_mma: the same k-tiles in the same order, each one k16 block D = A B + D
  * from the exact fp16 integers q - z and x, the group partial started at +0 and flushed as
  * t = RN32(t + RN32(s p)), the splits joined in order. That wgmma's k16 block rounds exactly as
- * mma.sync's (same inputs, same accumulator, same float32 result) is measured by gpu.tc_probe.wgmma on
- * the GPU that runs it (every output of chained blocks on wide-exponent, cancelling and subnormal
- * inputs equal bit for bit); the batch-invariance tests compare rows of this kernel with the same rows
- * from the M <= 16 kernels.
+ * mma.sync's (same inputs, same accumulator, same float32 result) is measured by gpu.tc_probe.cuda on
+ * the GPU that runs it (its crafted blocks through wgmma.m64n8k16 must give mma.sync's bits on every
+ * output); the batch-invariance tests compare rows of this kernel with the same rows from the M <= 16
+ * kernels.
  *
  * CTA: WG warpgroups, warp w owns n-tile w of the CTA's 4 WG (channels 16 w .. 16 w + 15) and all BN rows;
  * a cp.async ring of STAGES chunks as in w4a16_tc_gemm_kernel (codes, sz words, x). x of a chunk is kept
@@ -950,9 +950,8 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM, OCC>::THREADS, OCC)
  * takes word j2 = 2 jj + kh of the pieces (columns 8 p .. 8 p + 7) p = 4 h + t: a 4 x 4 transpose of
  * 4-byte words within each half, done by the copies (4 bytes each). Core matrix q' of rows 8 g .. 8 g + 7
  * is at byte (8 g + q') 128, so those of k-tile kt start at 256 kt, 128 bytes apart along K (LBO) and
- * 1024 bytes apart along the rows (SBO). Each thread's
- * copies land (cp.async.wait_group), then a proxy fence makes them visible to the tensor cores' async
- * reads, then the CTA barrier. A warpgroup waits for its wgmmas (wait_group 0) before it reads a group's
+ * 1024 bytes apart along the rows (SBO). Each thread's copies land (cp.async.wait_group), then a proxy
+ * fence makes them visible to the tensor cores' async reads, then the CTA barrier. A warpgroup waits for its wgmmas (wait_group 0) before it reads a group's
  * partials and at the end of every chunk, so the slot refilled after the next barrier is no longer read.
  * Built only for sm_90a; elsewhere the kernel is empty and the host never launches it
  * (g_int4_wgmma_built reads 0). */
