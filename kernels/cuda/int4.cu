@@ -950,9 +950,15 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM, OCC>::THREADS, OCC)
  * takes word j2 = 2 jj + kh of the pieces (columns 8 p .. 8 p + 7) p = 4 h + t: a 4 x 4 transpose of
  * 4-byte words within each half, done by the copies (4 bytes each). Core matrix q' of rows 8 g .. 8 g + 7
  * is at byte (8 g + q') 128, so those of k-tile kt start at 256 kt, 128 bytes apart along K (LBO) and
- * 1024 bytes apart along the rows (SBO). Each thread's copies land (cp.async.wait_group), then a proxy
- * fence makes them visible to the tensor cores' async reads, then the CTA barrier. A warpgroup waits for its wgmmas (wait_group 0) before it reads a group's
- * partials and at the end of every chunk, so the slot refilled after the next barrier is no longer read.
+ * 1024 bytes apart along the rows (SBO). With XQ, x comes pre-ordered (w4a16_order_x: piece q of a chunk
+ * is core matrix q), so one 16-byte copy a piece. Each thread's copies land (cp.async.wait_group), then a
+ * proxy fence makes them visible to the tensor cores' async reads, then the CTA barrier. A warpgroup
+ * waits for all its wgmmas (wait_group 0) before it reads or zeroes a group's partials. DEFER (the
+ * default): at the end of a chunk it waits only for the chunks before (wait_group 2: this chunk's two
+ * commit groups may still run), so the next chunk's barrier, copies and decode overlap with them, and the
+ * ring refills the slot read two chunks back (ST - 2 chunks in flight). Else it waits for all at the end of
+ * every chunk and the slot read one chunk back is refilled. ptxas keeps the A registers of in-flight
+ * wgmmas live (it reports a serialization where it cannot; this kernel has none).
  * Built only for sm_90a; elsewhere the kernel is empty and the host never launches it
  * (g_int4_wgmma_built reads 0). */
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -982,6 +988,7 @@ __device__ __forceinline__ void cp_async4z(uint32_t dst, const void *src, int by
 __device__ __forceinline__ void wg4_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg4_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg4_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wg4_wait2() { asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory"); }
 __device__ __forceinline__ void wg4_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 /* Pins a register to this point of the instruction stream: the compiler sees the wgmma's accumulators as
  * written when it is issued, so without this it may read them before the wait_group that completes it. */
@@ -1010,7 +1017,7 @@ template <> __device__ __forceinline__ void wgmma_f16<32>(float (&d)[16], const 
 #undef QG_WG_F8
 #endif
 
-template <int WG, int BN, bool SEQ, int OCC>
+template <int WG, int BN, bool SEQ, int OCC, bool DEFER, bool XQ>
 __global__ void __launch_bounds__(128 * WG, OCC)
     w4a16_tc_wg_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz, const uint16_t *__restrict__ x, int M, dev_shape sh,
                        int splits, float *__restrict__ part, unsigned *__restrict__ cnt, float *__restrict__ y32,
@@ -1019,6 +1026,9 @@ __global__ void __launch_bounds__(128 * WG, OCC)
 #if QG_INT4_WGMMA_BUILT
     using C = wg_cfg<WG, BN, OCC>;
     constexpr int MT = C::MT, ST = C::STAGES;
+    /* chunks copied ahead: DEFER refills the slot read two chunks back (its wgmmas are complete after the
+     * previous chunk's wait_group 2), else the slot read one chunk back (complete after its wait_group 0) */
+    constexpr int AHEAD = DEFER ? ST - 2 : ST - 1;
     extern __shared__ __align__(128) uint4 wg4_smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gr = lane >> 2;
     const int nb0 = blockIdx.y * C::NT, m0 = blockIdx.x * BN;
@@ -1032,6 +1042,7 @@ __global__ void __launch_bounds__(128 * WG, OCC)
      * the layout above); past the last n-tile the last one's words (never stored), rows past M and columns
      * past K zero-filled */
     constexpr int KX = BN * 8 / C::THREADS;
+    const size_t xld = XQ ? (size_t)sh.kc * CHUNK : (size_t)sh.K; /* x's row stride */
     static_assert(C::NT * 32 == C::THREADS && BN * 8 % C::THREADS == 0, "whole rounds of copies");
     const int ntc = min(nb0 + warp, sh.nt - 1);
     const uint4 *wsrc = qw + (size_t)ntc * sh.kc * 32 + lane;
@@ -1043,11 +1054,15 @@ __global__ void __launch_bounds__(128 * WG, OCC)
     uint32_t xdst[KX];
 #pragma unroll
     for (int k = 0; k < KX; k++) {
-        const int u = tid + k * C::THREADS, r = u >> 3, q = u & 7, m = m0 + r;
+        /* XQ: lanes 8 i .. 8 i + 7 copy rows 0..7 of one core matrix (128 contiguous bytes of shared
+         * memory, no bank conflict); else 8 lanes copy one row's 8 pieces (one 4-byte slot each a copy) */
+        const int u = tid + k * C::THREADS;
+        const int r = XQ ? (u & 7) + 8 * (u >> 6) : u >> 3, q = XQ ? (u >> 3) & 7 : u & 7, m = m0 + r;
         xrow[k] = m < M;
         xcol[k] = 8 * q;
-        xsrc[k] = x + (size_t)(m < M ? m : 0) * sh.K + xcol[k];
-        xdst[k] = 16u * (uint32_t)(C::X + ((r >> 3) * 8 + 4 * (q >> 2)) * 8 + (r & 7)) + 4u * (uint32_t)(q & 3);
+        xsrc[k] = x + (size_t)(m < M ? m : 0) * xld + xcol[k];
+        if (XQ) xdst[k] = 16u * (uint32_t)(C::X + ((r >> 3) * 8 + q) * 8 + (r & 7)); /* piece q = core matrix q */
+        else xdst[k] = 16u * (uint32_t)(C::X + ((r >> 3) * 8 + 4 * (q >> 2)) * 8 + (r & 7)) + 4u * (uint32_t)(q & 3);
     }
     auto issue = [&](int c, int slot) {
         const uint32_t b = base + (uint32_t)(slot * C::STG) * 16u;
@@ -1055,10 +1070,17 @@ __global__ void __launch_bounds__(128 * WG, OCC)
         cp_async4(b + 16u * C::SZ + 4u * tid, zsrc + (size_t)min((4 * c + zk) >> sh.gshift, sh.G - 1) * sh.Np);
 #pragma unroll
         for (int k = 0; k < KX; k++) {
+            if (XQ) { /* x in the core matrices' order, zero past K: one 16-byte copy a piece */
+                cp_async16(b + xdst[k], xrow[k] ? (const void *)(xsrc[k] + c * CHUNK) : (const void *)x, xrow[k] ? 16 : 0);
+                continue;
+            }
+            /* K is a multiple of 8, so a piece is in or out whole; an empty copy reads nothing and names
+             * x[0 .. 7] (K >= 8) */
             const bool ok = xrow[k] && c * CHUNK + xcol[k] < sh.K;
             const uint16_t *src = ok ? xsrc[k] + c * CHUNK : x;
+            const int nb = ok ? 4 : 0;
 #pragma unroll
-            for (int j2 = 0; j2 < 4; j2++) cp_async4z(b + xdst[k] + 128u * j2, src + (ok ? 2 * j2 : 0), ok ? 4 : 0);
+            for (int j2 = 0; j2 < 4; j2++) cp_async4z(b + xdst[k] + 128u * j2, src + 2 * j2, nb);
         }
     };
     /* descriptor of k-tile 0 of slot 0: start >> 4, LBO 128 >> 4, SBO 1024 >> 4, no swizzle; slot s and
@@ -1096,18 +1118,19 @@ __global__ void __launch_bounds__(128 * WG, OCC)
 
     const int nk = c_fin - c_beg;
 #pragma unroll 1
-    for (int p = 0; p < ST - 1; p++) {
+    for (int p = 0; p < AHEAD; p++) {
         if (p < nk) issue(c_beg + p, p);
         cp_async_commit();
     }
     for (int it = 0; it < nk; it++) {
         const int c = c_beg + it, slot = it % ST;
-        cp_async_wait<ST - 2>(); /* this thread's copies of chunk c have landed */
-        wg4_proxy_fence();       /* ... and are visible to the tensor cores' reads */
-        __syncthreads();         /* everyone's have; the slot refilled next is no longer read */
-        if (it + ST - 1 < nk) issue(c + ST - 1, (it + ST - 1) % ST);
+        cp_async_wait<AHEAD - 1>(); /* this thread's copies of chunk c have landed */
+        wg4_proxy_fence();          /* ... and are visible to the tensor cores' reads */
+        __syncthreads();            /* everyone's have; the slot refilled next is no longer read */
+        if (it + AHEAD < nk) issue(c + AHEAD, (it + AHEAD) % ST);
         cp_async_commit();
         if (SEQ && c == nxt) {
+            if (DEFER) wait_par();
             if (cur >= 0) group_flush<MT>(tot, par, sa, sb);
             cur = -1;
             join();
@@ -1121,8 +1144,11 @@ __global__ void __launch_bounds__(128 * WG, OCC)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int grp = min((c * 4 + 2 * h) >> sh.gshift, sh.G - 1);
-            if (grp != cur) {
-                if (h == 1) wait_par(); /* the first half's blocks wrote par */
+            const bool fresh = grp != cur;
+            if (fresh) {
+                /* par is read and zeroed only when no wgmma writes it: the open group's blocks of this
+                 * chunk's first half (h = 1), and with DEFER also those of the previous chunk */
+                if (DEFER || h == 1) wait_par();
                 if (cur >= 0) group_flush<MT>(tot, par, sa, sb);
 #ifdef QG_CUDA_MUTANT_INT4_GEMM_STALE
                 if (cur < 0)
@@ -1146,9 +1172,12 @@ __global__ void __launch_bounds__(128 * WG, OCC)
             wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A1, dsc + (uint64_t)((512 * h + 256) >> 4));
             wg4_commit();
         }
-        wait_par();
+        /* DEFER: this chunk's two commit groups may still run; every earlier one is complete */
+        if (DEFER) wg4_wait2();
+        else wait_par();
     }
     cp_async_wait<0>();
+    if (DEFER) wait_par();
     if (cur >= 0) group_flush<MT>(tot, par, sa, sb);
     if (SEQ) {
         join();
@@ -1165,6 +1194,33 @@ __global__ void __launch_bounds__(128 * WG, OCC)
 }
 
 /* x'[m][k'] = x[m][perm[k']] (act-order). */
+/* x (through the act-order permutation where there is one) in the order the wgmma kernel's x copies
+ * take (XQ): row stride kc 64, and in chunk c its 16-byte piece q (q < 8) is core matrix q of the
+ * layout above, the columns 64 c + 32 h + 8 t + 4 jj + 2 kh + e (q = 4 h + 2 jj + kh; t < 4 the 4-byte
+ * slot, e < 2 its half); zero past K. One thread a piece. */
+__global__ void w4a16_order_x(const uint16_t *__restrict__ x, const int32_t *__restrict__ perm, int M, int K, int kc,
+                              uint4 *__restrict__ xq)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, pieces = (size_t)kc * 8;
+    if (i >= (size_t)M * pieces) return;
+    const size_t m = i / pieces;
+    const int c = (int)((i % pieces) >> 3), q = (int)(i & 7);
+    const int col0 = c * CHUNK + 32 * (q >> 2) + 4 * ((q >> 1) & 1) + 2 * (q & 1);
+    uint32_t v[4];
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        uint32_t pr = 0u;
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int col = col0 + 8 * t + e;
+            const uint32_t h = col < K ? x[m * (size_t)K + (size_t)(perm != nullptr ? perm[col] : col)] : 0u;
+            pr |= h << (16 * e);
+        }
+        v[t] = pr;
+    }
+    xq[i] = make_uint4(v[0], v[1], v[2], v[3]);
+}
+
 __global__ void w4a16_gather_x(const uint16_t *__restrict__ x, const int32_t *__restrict__ perm, int M, int K, uint16_t *xp)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -1558,15 +1614,17 @@ bool wg_wide(const qg_w4a16_tc_shape &s, int rows, bool seq, int splits)
     return ctas * 4 >= (size_t)qg_cuda_sm_count() * 3;
 }
 
-template <int WG, int BN, int OCC>
-int launch_wg(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq, int splits, float *part, unsigned *cnt, float *y32,
+template <int WG, int BN, int OCC, bool DEFER, bool XQ>
+int launch_wg_k(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq, int splits, float *part, unsigned *cnt, float *y32,
               uint16_t *y16, cudaStream_t st)
 {
     using C = wg_cfg<WG, BN, OCC>;
     static const cudaError_t attr = [] {
-        cudaError_t r = cudaFuncSetAttribute(w4a16_tc_wg_kernel<WG, BN, false, OCC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+        cudaError_t r =
+            cudaFuncSetAttribute(w4a16_tc_wg_kernel<WG, BN, false, OCC, DEFER, XQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
         if (r == cudaSuccess)
-            r = cudaFuncSetAttribute(w4a16_tc_wg_kernel<WG, BN, true, OCC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM_SEQ);
+            r = cudaFuncSetAttribute(w4a16_tc_wg_kernel<WG, BN, true, OCC, DEFER, XQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)C::SMEM_SEQ);
         return r;
     }();
     if (attr != cudaSuccess) return qg_cuda_fail("w4a16_tc_wg_kernel shared memory", attr);
@@ -1574,11 +1632,44 @@ int launch_wg(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)BN), (unsigned)ceil_div((size_t)d.nt, (size_t)C::NT), seq ? 1u : (unsigned)splits);
     const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
     if (seq)
-        w4a16_tc_wg_kernel<WG, BN, true, OCC><<<grid, C::THREADS, C::SMEM_SEQ, st>>>(qw, w->sz, x, M, d, splits, nullptr, nullptr, y32, y16);
+        w4a16_tc_wg_kernel<WG, BN, true, OCC, DEFER, XQ>
+            <<<grid, C::THREADS, C::SMEM_SEQ, st>>>(qw, w->sz, x, M, d, splits, nullptr, nullptr, y32, y16);
     else
-        w4a16_tc_wg_kernel<WG, BN, false, OCC><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
+        w4a16_tc_wg_kernel<WG, BN, false, OCC, DEFER, XQ><<<grid, C::THREADS, C::SMEM, st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32, y16);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_wg_kernel launch", e);
+}
+
+/* The wgmma kernel waits for its tensor-core work once a group (DEFER, the default) or once a chunk
+ * (QG_CUDA_INT4_WG_DEFER=0); same operations per output either way. */
+bool wg_defer()
+{
+    static const bool d = [] {
+        const char *env = getenv("QG_CUDA_INT4_WG_DEFER");
+        return !(env != nullptr && env[0] == '0');
+    }();
+    return d;
+}
+/* The activations go to the wgmma kernel pre-ordered (w4a16_order_x: one more pass over x, into the
+ * workspace; 16-byte copies in the kernel) only where QG_CUDA_INT4_WG_XQ=1 and M > 16: on the H200 that
+ * measured 7-12% slower than the 4-byte copies on 8192 x 8192, 28672 x 8192 and 8192 x 28672 (g = 32 and
+ * 128) and 4096 x 14336 at g = 32, and 1.3-1.9x faster on 4096 x 14336 at g = 128 and M = 17..64 (README).
+ * Not with QG_CUDA_INT4_WG_DEFER=0. Same operations per output either way. */
+bool wg_xq(size_t M)
+{
+    static const bool f = [] {
+        const char *env = getenv("QG_CUDA_INT4_WG_XQ");
+        return env != nullptr && env[0] == '1';
+    }();
+    return M > 16 && f && wg_defer();
+}
+template <int WG, int BN, int OCC>
+int launch_wg(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq, int splits, float *part, unsigned *cnt, float *y32,
+              uint16_t *y16, cudaStream_t st, bool xq)
+{
+    if (xq) return launch_wg_k<WG, BN, OCC, true, true>(w, x, M, seq, splits, part, cnt, y32, y16, st);
+    if (wg_defer()) return launch_wg_k<WG, BN, OCC, true, false>(w, x, M, seq, splits, part, cnt, y32, y16, st);
+    return launch_wg_k<WG, BN, OCC, false, false>(w, x, M, seq, splits, part, cnt, y32, y16, st);
 }
 
 /* M > 16: 8 warps of 2 x 4 mma tiles, as 8 x 1 (256 channels x 32 rows) up to M = 32, else 4 x 2 (128 x 64).
@@ -1586,12 +1677,12 @@ int launch_wg(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq
  * one-CTA configuration (8 ring stages, running sum in registers; same adds in the same order, same
  * bits): 4096 x 14336 at M = 256 (128 CTAs) 186 -> 173 us on the H200. */
 int launch_gemm_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, bool seq, int splits, float *part,
-                     unsigned *cnt, float *y32, uint16_t *y16, cudaStream_t st)
+                     unsigned *cnt, float *y32, uint16_t *y16, cudaStream_t st, bool xq)
 {
     if (wg_use(st)) {
-        if (mt_for <= 32) return launch_wg<2, 32, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
-        if (wg_wide(w->s, rows, seq, splits)) return launch_wg<4, 64, 1>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
-        return launch_wg<2, 64, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
+        if (mt_for <= 32) return launch_wg<2, 32, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st, xq);
+        if (wg_wide(w->s, rows, seq, splits)) return launch_wg<4, 64, 1>(w, x, rows, seq, splits, part, cnt, y32, y16, st, xq);
+        return launch_wg<2, 64, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st, xq);
     }
     if (mt_for <= 32) return launch_gemm_tc<8, 1, gm_occ(8, 1)>(w, x, rows, seq, splits, part, cnt, y32, y16, st);
     using C = gm_cfg<4, 2, gm_occ(4, 2)>;
@@ -1613,12 +1704,12 @@ bool gemm_seq(const qg_w4a16_tc_shape &s, size_t M, int S)
 }
 
 int launch_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int mt_for, int splits, float *part, unsigned *cnt,
-                float *y32, uint16_t *y16, cudaStream_t st)
+                float *y32, uint16_t *y16, cudaStream_t st, bool xq)
 {
     /* m-tiles per warp from the whole call's M (register use only; no row's operations depend on it) */
     if (mt_for <= 8) return launch_ring<1>(w, x, rows, splits, part, cnt, y32, y16, st);
     if (mt_for <= 16) return launch_ring<2>(w, x, rows, splits, part, cnt, y32, y16, st);
-    return launch_gemm_rows(w, x, rows, mt_for, false, splits, part, cnt, y32, y16, st);
+    return launch_gemm_rows(w, x, rows, mt_for, false, splits, part, cnt, y32, y16, st, xq);
 }
 
 size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
@@ -1636,30 +1727,48 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
     if (S > QG_W4A16_TC_MAX_SPLITS) return QG_ERR_argument_invalid;
     const size_t need = qg_w4a16_cuda_workspace_bytes(w, M, splits);
     if (need > 0 && ws == nullptr) return QG_ERR_argument_invalid;
+    /* the workspace: the turnstile counters first (S > 1; at a place no other M writes, so that one
+     * zeroing serves calls of any M), then x' (act-order or pre-ordered), then the split partials */
     unsigned char *p = (unsigned char *)ws;
+#ifndef QG_CUDA_MUTANT_INT4_WS_COUNTERS_LAST
+    unsigned *const cnt = (unsigned *)p;
+    if (S > 1) p += align256(s.Np / ROWS * (MSLICE / 8) * 4);
+#endif
     const uint16_t *x = dx;
-    if (w->perm != nullptr) {
-        uint16_t *xp = (uint16_t *)p;
-        p += align256(M * s.K * 2);
+    /* the wgmma kernel runs (M > 16) and takes x pre-ordered: x' (row stride Kp) replaces x */
+    const bool xq = wg_xq(M) && wg_use(st);
+    size_t xld = s.K;
+    uint16_t *const xbuf = (uint16_t *)p;
+    if (w->perm != nullptr || wg_xq(M)) p += align256(M * s.Kp * 2);
+    if (xq) {
+        const size_t n = M * (s.Kp / 8);
+        w4a16_order_x<<<(unsigned)ceil_div(n, 256), 256, 0, st>>>(dx, w->perm, (int)M, (int)s.K, (int)(s.Kp / CHUNK), (uint4 *)xbuf);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return qg_cuda_fail("w4a16_order_x launch", e);
+        x = xbuf;
+        xld = s.Kp;
+    } else if (w->perm != nullptr) {
         const size_t n = M * s.K;
-        w4a16_gather_x<<<(unsigned)ceil_div(n, 256), 256, 0, st>>>(dx, w->perm, (int)M, (int)s.K, xp);
+        w4a16_gather_x<<<(unsigned)ceil_div(n, 256), 256, 0, st>>>(dx, w->perm, (int)M, (int)s.K, xbuf);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return qg_cuda_fail("w4a16_gather_x launch", e);
-        x = xp;
+        x = xbuf;
     }
     float *part = (float *)p;
+#ifdef QG_CUDA_MUTANT_INT4_WS_COUNTERS_LAST /* after the partials, where a larger M writes partials: gpu.int4_cuda.workspace fails */
+    unsigned *const cnt = (unsigned *)(p + align256((size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4));
+#endif
     if (part_out) *part_out = S > 1 ? part : nullptr;
     if (!want_partials && gemm_seq(s, M, S)) {
         if (part_out) *part_out = nullptr;
-        return launch_gemm_rows(w, x, (int)M, (int)M, true, S, nullptr, nullptr, dy32, dy16, st);
+        return launch_gemm_rows(w, x, (int)M, (int)M, true, S, nullptr, nullptr, dy32, dy16, st, xq);
     }
-    if (S == 1) return launch_rows(w, x, (int)M, (int)M, 1, nullptr, nullptr, dy32, dy16, st);
+    if (S == 1) return launch_rows(w, x, (int)M, (int)M, 1, nullptr, nullptr, dy32, dy16, st, xq);
     /* slices of MSLICE rows through one workspace of S x MSLICE x Np partials and the turnstile counters */
-    unsigned *cnt = (unsigned *)(p + align256((size_t)S * ((size_t)M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4));
     for (size_t r0 = 0; r0 < M; r0 += MSLICE) {
         const size_t rows = M - r0 < (size_t)MSLICE ? M - r0 : (size_t)MSLICE;
-        int rc = launch_rows(w, x + r0 * s.K, (int)rows, (int)M, S, part, cnt, dy32 ? dy32 + r0 * s.N : nullptr,
-                             dy16 ? dy16 + r0 * s.N : nullptr, st);
+        int rc = launch_rows(w, x + r0 * xld, (int)rows, (int)M, S, part, cnt, dy32 ? dy32 + r0 * s.N : nullptr,
+                             dy16 ? dy16 + r0 * s.N : nullptr, st, xq);
         if (rc != QG_ERR_ok) return rc;
     }
     return QG_ERR_ok;
@@ -1713,9 +1822,12 @@ size_t workspace_bytes_of(const qg_w4a16_tc_shape &s, bool act_order, size_t M, 
 {
     const int S = splits > 0 ? splits : s.splits;
     size_t b = 0;
-    if (act_order) b += align256(M * s.K * 2);
-    /* partials, then one turnstile counter per (n-tile, block of >= 8 rows) of a slice */
-    if (S > 1) b += align256((size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4) + s.Np / ROWS * (MSLICE / 8) * 4;
+    /* one turnstile counter per (n-tile, block of >= 8 rows) of a slice (gemm_async's layout) */
+    if (S > 1) b += align256(s.Np / ROWS * (MSLICE / 8) * 4);
+    /* x through the act-order permutation, or pre-ordered for the wgmma kernel */
+    if (act_order || wg_xq(M)) b += align256(M * s.Kp * 2);
+    /* the split partials */
+    if (S > 1) b += (size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4;
     return b;
 }
 

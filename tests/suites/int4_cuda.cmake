@@ -5,7 +5,7 @@ if(QG_HAVE_CUDA)
   qg_test_exe(test_int4_cuda unit/test_int4_cuda.c)
   # The pinned-order sums on the host are compared bit for bit: no contraction in the test either.
   target_compile_options(test_int4_cuda PRIVATE -ffp-contract=off -fno-fast-math)
-  foreach(mode repack gemm splitk errors processes decode packed)
+  foreach(mode repack gemm splitk errors processes decode packed workspace)
     qg_add_test(NAME gpu.int4_cuda.${mode} LABELS gpu COMMAND test_int4_cuda ${mode})
   endforeach()
   # M <= 8 runs the producer-warp kernel on sm_90; the ring kernel (what sm_80 runs there) is checked
@@ -15,9 +15,17 @@ if(QG_HAVE_CUDA)
   # M > 16 runs the wgmma kernel in sm_90a builds on sm_90; the mma.sync kernel (what every other build
   # and device runs there) gets the same checks with it switched off
   # (and its two CTA widths, each forced once: the host picks one from the grid size)
-  foreach(mode gemm splitk)
+  foreach(mode gemm splitk workspace)
     qg_add_test(NAME gpu.int4_cuda.${mode}.mma LABELS gpu COMMAND test_int4_cuda ${mode})
     set_property(TEST gpu.int4_cuda.${mode}.mma APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WGMMA=0)
+    # the wgmma kernel waiting once a chunk (the default waits once a group): same checks
+    qg_add_test(NAME gpu.int4_cuda.${mode}.wgsync LABELS gpu COMMAND test_int4_cuda ${mode})
+    set_property(TEST gpu.int4_cuda.${mode}.wgsync APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WG_DEFER=0)
+    # the activations pre-ordered (16-byte copies) or not (4-byte copies), each forced at every M > 16
+    foreach(xq 0 1)
+      qg_add_test(NAME gpu.int4_cuda.${mode}.wgxq${xq} LABELS gpu COMMAND test_int4_cuda ${mode})
+      set_property(TEST gpu.int4_cuda.${mode}.wgxq${xq} APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WG_XQ=${xq})
+    endforeach()
     foreach(wn 128 256)
       qg_add_test(NAME gpu.int4_cuda.${mode}.wg${wn} LABELS gpu COMMAND test_int4_cuda ${mode})
       set_property(TEST gpu.int4_cuda.${mode}.wg${wn} APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WG_N=${wn})

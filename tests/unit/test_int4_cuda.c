@@ -13,6 +13,10 @@
  *   splitk     shapes with S >= 3 splits: y_f32 equals, bitwise, the split partials (read back from the
  *              GPU's workspace) added on the host in the pinned order 0, 1, .., S-1 in float32; the data
  *              is checked to make the reversed order give other bits (so a reversed reduction fails);
+ *   workspace  the device API with one workspace, sized for the largest M and zeroed once, serving calls
+ *              of M = 64, 1, 33, 17, 16, 64, 2, 40 in that order (split-K turnstiles, act-order; the
+ *              pre-ordered x of M > 16 in the wgxq1 ctest): every call's rows equal, bitwise, the same rows
+ *              of the host API's M = 64 product (outputs poisoned before each call);
  *   errors     invalid layouts and arguments: their named errors, outputs untouched;
  *   decode     qg_w4a16_decode_cuda equals qg_w4a16_decode_ref bit for bit (the repack shapes);
  *   packed     qg_int4_gemm_packed_cuda equals qg_int4_gemm_packed_ref bit for bit (int32 sums, float32 and
@@ -461,6 +465,46 @@ static void test_splitk(void)
     QG_CHECK(differ_total > 0, "no output distinguishes the pinned order from the reversed one: the check has no power");
 }
 
+/* ---- one workspace for calls of any M ---- */
+
+static void test_workspace(void)
+{
+    const size_t N = 100, K = 14336, g = 128, Mmax = 64;
+    static const size_t Ms[] = {64, 1, 33, 17, 16, 64, 2, 40};
+    const int S = qg_w4a16_cuda_splits(N, K);
+    QG_CHECK(S > 1, "%zux%zu: %d splits; the turnstile check needs S > 1", N, K, S);
+    layout l;
+    QG_CHECK(layout_make(&l, N, K, g, 1, 1, 5150) == 0, "allocation");
+    uint16_t *x = acts_make(Mmax, K, 5151);
+    float *yref = malloc(Mmax * N * 4), *y = malloc(Mmax * N * 4);
+    qg_w4a16_cuda_weights w;
+    memset(&w, 0, sizeof w);
+    void *dx = NULL, *dws = NULL, *dy = NULL;
+    int rc = x && yref && y ? qg_w4a16_gemm_cuda(&l.L, x, Mmax * K, Mmax, yref, NULL) : QG_ERR_alloc_failed;
+    QG_CHECK(rc == QG_ERR_ok, "host API M %zu: %s %s", Mmax, qg_error_name(rc), qg_cuda_last_error());
+    if (rc == QG_ERR_ok) rc = qg_w4a16_cuda_upload(&l.L, &w);
+    QG_CHECK(rc == QG_ERR_ok, "upload: %s %s", qg_error_name(rc), qg_cuda_last_error());
+    const size_t wsb = rc == QG_ERR_ok ? qg_w4a16_cuda_workspace_bytes(&w, Mmax, 0) : 0;
+    if (rc == QG_ERR_ok && (qg_cuda_alloc(&dx, Mmax * K * 2) != 0 || qg_cuda_alloc(&dws, wsb) != 0 || qg_cuda_alloc(&dy, Mmax * N * 4) != 0 ||
+                            qg_cuda_to_device(dx, x, Mmax * K * 2) != 0 || qg_cuda_fill(dws, 0, wsb) != 0))
+        rc = QG_ERR_device_failed;
+    for (size_t i = 0; rc == QG_ERR_ok && i < COUNT(Ms); i++) {
+        const size_t M = Ms[i];
+        rc = qg_cuda_fill(dy, 0xFF, Mmax * N * 4) == 0 ? QG_ERR_ok : QG_ERR_device_failed; /* NaN: a call that writes nothing fails */
+        if (rc == QG_ERR_ok) rc = qg_w4a16_gemm_cuda_async(&w, dx, M, 0, dws, (float *)dy, NULL, NULL);
+        if (rc == QG_ERR_ok && qg_cuda_to_host(y, dy, M * N * 4) != 0) rc = QG_ERR_device_failed;
+        QG_CHECK(rc == QG_ERR_ok, "call %zu (M %zu): %s %s", i, M, qg_error_name(rc), qg_cuda_last_error());
+        qg_exact_report er;
+        if (rc == QG_ERR_ok)
+            QG_CHECK(qg_compare_exact(QG_ELEM_F32, y, yref, M * N, &er) == 0, "call %zu (M %zu, one workspace): rows differ from the M = %zu product: %s",
+                     i, M, Mmax, er.text);
+    }
+    qg_w4a16_cuda_free(&w);
+    qg_cuda_free(dx), qg_cuda_free(dws), qg_cuda_free(dy);
+    free(x), free(yref), free(y);
+    layout_free(&l);
+}
+
 /* ---- errors ---- */
 
 typedef struct {
@@ -571,12 +615,12 @@ static void test_processes(const char *self)
 
 int main(int argc, char **argv)
 {
-    static const char *modes[] = {"repack", "gemm", "splitk", "errors", "hash", "processes", "decode", "packed"};
+    static const char *modes[] = {"repack", "gemm", "splitk", "errors", "hash", "processes", "decode", "packed", "workspace"};
     int mode = -1;
     for (size_t i = 0; argc == 2 && i < COUNT(modes); i++)
         if (strcmp(argv[1], modes[i]) == 0) mode = (int)i;
     if (mode < 0) {
-        fprintf(stderr, "usage: %s repack|gemm|splitk|errors|hash|processes|decode|packed\n", argv[0]);
+        fprintf(stderr, "usage: %s repack|gemm|splitk|errors|hash|processes|decode|packed|workspace\n", argv[0]);
         return 2;
     }
     char why[200];
@@ -601,6 +645,7 @@ int main(int argc, char **argv)
     case 3: test_errors(); break;
     case 5: test_processes(argv[0]); break;
     case 6: test_decode(); break;
+    case 8: test_workspace(); break;
     default: test_packed(); break;
     }
     return qg_test_end(argv[1]);
