@@ -1193,7 +1193,6 @@ __global__ void __launch_bounds__(128 * WG, OCC)
 #endif
 }
 
-/* x'[m][k'] = x[m][perm[k']] (act-order). */
 /* x (through the act-order permutation where there is one) in the order the wgmma kernel's x copies
  * take (XQ): row stride kc 64, and in chunk c its 16-byte piece q (q < 8) is core matrix q of the
  * layout above, the columns 64 c + 32 h + 8 t + 4 jj + 2 kh + e (q = 4 h + 2 jj + kh; t < 4 the 4-byte
@@ -1221,6 +1220,7 @@ __global__ void w4a16_order_x(const uint16_t *__restrict__ x, const int32_t *__r
     xq[i] = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
+/* x'[m][k'] = x[m][perm[k']] (act-order). */
 __global__ void w4a16_gather_x(const uint16_t *__restrict__ x, const int32_t *__restrict__ perm, int M, int K, uint16_t *xp)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
