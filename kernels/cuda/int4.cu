@@ -950,10 +950,11 @@ __global__ void __launch_bounds__(gm_cfg<WN, WM, OCC>::THREADS, OCC)
  * takes word j2 = 2 jj + kh of the pieces (columns 8 p .. 8 p + 7) p = 4 h + t: a 4 x 4 transpose of
  * 4-byte words within each half, done by the copies (4 bytes each). Core matrix q' of rows 8 g .. 8 g + 7
  * is at byte (8 g + q') 128, so those of k-tile kt start at 256 kt, 128 bytes apart along K (LBO) and
- * 1024 bytes apart along the rows (SBO). With XQ, x comes pre-ordered (w4a16_order_x: piece q of a chunk
- * is core matrix q), so one 16-byte copy a piece. Each thread's copies land (cp.async.wait_group), then a
- * proxy fence makes them visible to the tensor cores' async reads, then the CTA barrier. A warpgroup
- * waits for all its wgmmas (wait_group 0) before it reads or zeroes a group's partials. DEFER (the
+ * 1024 bytes apart along the rows (SBO). With XQ, x comes as that image (w4a16_order_x: 1 KB a chunk and
+ * 8 rows), so one 16-byte copy a piece, consecutive lanes on consecutive bytes. Each thread's copies land
+ * (cp.async.wait_group), then a proxy fence makes them visible to the tensor cores' async reads, then the
+ * CTA barrier. A warpgroup waits for all its wgmmas (wait_group 0) before it reads a group's partials; a
+ * group's first block starts from nothing (scale-d 0), so no partial is ever zeroed. DEFER (the
  * default): at the end of a chunk it waits only for the chunks before (wait_group 2: this chunk's two
  * commit groups may still run), so the next chunk's barrier, copies and decode overlap with them, and the
  * ring refills the slot read two chunks back (ST - 2 chunks in flight). Else it waits for all at the end of
@@ -973,7 +974,8 @@ template <int WG, int BN, int OCC>
 struct wg_cfg {
     static constexpr int NT = 4 * WG, THREADS = 128 * WG, MT = BN / 8;
     static constexpr int W = 0, SZ = W + NT * 32, X = SZ + NT * 8, STG = X + BN * 8; /* in uint4 */
-    static constexpr int STAGES = OCC == 2 ? 6 : 8;
+    /* 128 rows: 21 KB a stage, 7 stages and the 64 KB running sum within the 227 KB an SM gives a CTA */
+    static constexpr int STAGES = OCC == 2 ? 6 : BN == 128 ? 7 : 8;
     static constexpr size_t SMEM = (size_t)STAGES * STG * 16;
     /* SEQ: the running sum over splits after the ring, thread-minor (4 MT floats a thread) */
     static constexpr size_t SMEM_SEQ = SMEM + (size_t)MT * 4 * THREADS * 4;
@@ -995,24 +997,35 @@ __device__ __forceinline__ void wg4_proxy_fence() { asm volatile("fence.proxy.as
 __device__ __forceinline__ void wg4_pin(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 
 #define QG_WG_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-/* D = A B + D, one k16 block of 64 channels x BN rows (scale-d 1: a group's first block adds to a zeroed
- * partial, the value mma16816_c0 gives) */
-template <int BN> __device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc);
-template <> __device__ __forceinline__ void wgmma_f16<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc)
+/* D = A B + D (sd = 1) or D = A B (sd = 0, a group's first block: the value mma16816_c0 gives, the block
+ * added to +0; gpu.int4_cuda.gemm compares these rows with the mma.sync kernels' bit for bit), one k16
+ * block of 64 channels x BN rows */
+template <int BN> __device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc, int sd);
+template <> __device__ __forceinline__ void wgmma_f16<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int sd)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                 "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
+                 " {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+                 : QG_WG_F8(0), QG_WG_F8(8), QG_WG_F8(16), QG_WG_F8(24), QG_WG_F8(32), QG_WG_F8(40), QG_WG_F8(48), QG_WG_F8(56)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
+}
+template <> __device__ __forceinline__ void wgmma_f16<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int sd)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
                  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
                  : QG_WG_F8(0), QG_WG_F8(8), QG_WG_F8(16), QG_WG_F8(24)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
 }
-template <> __device__ __forceinline__ void wgmma_f16<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t desc)
+template <> __device__ __forceinline__ void wgmma_f16<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int sd)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
                  " {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
                  : QG_WG_F8(0), QG_WG_F8(8)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
 }
 #undef QG_WG_F8
 #endif
@@ -1042,7 +1055,6 @@ __global__ void __launch_bounds__(128 * WG, OCC)
      * the layout above); past the last n-tile the last one's words (never stored), rows past M and columns
      * past K zero-filled */
     constexpr int KX = BN * 8 / C::THREADS;
-    const size_t xld = XQ ? (size_t)sh.kc * CHUNK : (size_t)sh.K; /* x's row stride */
     static_assert(C::NT * 32 == C::THREADS && BN * 8 % C::THREADS == 0, "whole rounds of copies");
     const int ntc = min(nb0 + warp, sh.nt - 1);
     const uint4 *wsrc = qw + (size_t)ntc * sh.kc * 32 + lane;
@@ -1054,15 +1066,20 @@ __global__ void __launch_bounds__(128 * WG, OCC)
     uint32_t xdst[KX];
 #pragma unroll
     for (int k = 0; k < KX; k++) {
-        /* XQ: lanes 8 i .. 8 i + 7 copy rows 0..7 of one core matrix (128 contiguous bytes of shared
-         * memory, no bank conflict); else 8 lanes copy one row's 8 pieces (one 4-byte slot each a copy) */
+        /* XQ: piece u of the chunk's shared-memory image (row r = (u & 7) + 8 (u >> 6) of core matrix
+         * (u >> 3) & 7) from piece u of its BN / 8 contiguous 1 KB blocks in x' (w4a16_order_x): in order on
+         * both sides; else 8 lanes copy one row's 8 pieces (one 4-byte slot each a copy) */
         const int u = tid + k * C::THREADS;
         const int r = XQ ? (u & 7) + 8 * (u >> 6) : u >> 3, q = XQ ? (u >> 3) & 7 : u & 7, m = m0 + r;
         xrow[k] = m < M;
         xcol[k] = 8 * q;
-        xsrc[k] = x + (size_t)(m < M ? m : 0) * xld + xcol[k];
-        if (XQ) xdst[k] = 16u * (uint32_t)(C::X + ((r >> 3) * 8 + q) * 8 + (r & 7)); /* piece q = core matrix q */
-        else xdst[k] = 16u * (uint32_t)(C::X + ((r >> 3) * 8 + 4 * (q >> 2)) * 8 + (r & 7)) + 4u * (uint32_t)(q & 3);
+        if (XQ) {
+            xsrc[k] = x + ((size_t)((m0 >> 3) + (u >> 6)) * sh.kc * 64 + (u & 63)) * 8;
+            xdst[k] = 16u * (uint32_t)(C::X + u);
+        } else {
+            xsrc[k] = x + (size_t)(m < M ? m : 0) * sh.K + xcol[k];
+            xdst[k] = 16u * (uint32_t)(C::X + ((r >> 3) * 8 + 4 * (q >> 2)) * 8 + (r & 7)) + 4u * (uint32_t)(q & 3);
+        }
     }
     auto issue = [&](int c, int slot) {
         const uint32_t b = base + (uint32_t)(slot * C::STG) * 16u;
@@ -1070,8 +1087,8 @@ __global__ void __launch_bounds__(128 * WG, OCC)
         cp_async4(b + 16u * C::SZ + 4u * tid, zsrc + (size_t)min((4 * c + zk) >> sh.gshift, sh.G - 1) * sh.Np);
 #pragma unroll
         for (int k = 0; k < KX; k++) {
-            if (XQ) { /* x in the core matrices' order, zero past K: one 16-byte copy a piece */
-                cp_async16(b + xdst[k], xrow[k] ? (const void *)(xsrc[k] + c * CHUNK) : (const void *)x, xrow[k] ? 16 : 0);
+            if (XQ) { /* x' holds zeros past K: one 16-byte copy a piece, 1 KB a chunk and 8 rows */
+                cp_async16(b + xdst[k], xrow[k] ? (const void *)(xsrc[k] + (size_t)c * 512) : (const void *)x, xrow[k] ? 16 : 0);
                 continue;
             }
             /* K is a multiple of 8, so a piece is in or out whole; an empty copy reads nothing and names
@@ -1146,20 +1163,19 @@ __global__ void __launch_bounds__(128 * WG, OCC)
             const int grp = min((c * 4 + 2 * h) >> sh.gshift, sh.G - 1);
             const bool fresh = grp != cur;
             if (fresh) {
-                /* par is read and zeroed only when no wgmma writes it: the open group's blocks of this
-                 * chunk's first half (h = 1), and with DEFER also those of the previous chunk */
+                /* par is read only when no wgmma writes it: the open group's blocks of this chunk's first
+                 * half (h = 1), and with DEFER also those of the previous chunk */
                 if (DEFER || h == 1) wait_par();
                 if (cur >= 0) group_flush<MT>(tot, par, sa, sb);
-#ifdef QG_CUDA_MUTANT_INT4_GEMM_STALE
-                if (cur < 0)
-#endif
-#pragma unroll
-                    for (int i = 0; i < MT; i++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) par[i][e] = 0.0f;
                 cur = grp;
                 group_words(h == 0 ? zw.x : zw.z, h == 0 ? zw.y : zw.w, sa, sb, za, zbn);
             }
+            /* a new group's first block does not add the old partial (scale-d 0): no zeroing of par */
+#ifdef QG_CUDA_MUTANT_INT4_GEMM_STALE
+            const int sd = 1; /* every group after the first starts from the previous group's partial */
+#else
+            const int sd = fresh ? 0 : 1;
+#endif
             uint32_t A0[4], A1[4];
             decode_ktile(h == 0 ? w.x : w.z, za, zbn, A0);
             decode_ktile(h == 0 ? w.y : w.w, za, zbn, A1);
@@ -1168,8 +1184,8 @@ __global__ void __launch_bounds__(128 * WG, OCC)
 #pragma unroll
                 for (int e = 0; e < 4; e++) wg4_pin(par[i][e]);
             wg4_fence();
-            wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A0, dsc + (uint64_t)((512 * h) >> 4));
-            wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A1, dsc + (uint64_t)((512 * h + 256) >> 4));
+            wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A0, dsc + (uint64_t)((512 * h) >> 4), sd);
+            wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A1, dsc + (uint64_t)((512 * h + 256) >> 4), 1);
             wg4_commit();
         }
         /* DEFER: this chunk's two commit groups may still run; every earlier one is complete */
@@ -1193,17 +1209,20 @@ __global__ void __launch_bounds__(128 * WG, OCC)
 #endif
 }
 
-/* x (through the act-order permutation where there is one) in the order the wgmma kernel's x copies
- * take (XQ): row stride kc 64, and in chunk c its 16-byte piece q (q < 8) is core matrix q of the
- * layout above, the columns 64 c + 32 h + 8 t + 4 jj + 2 kh + e (q = 4 h + 2 jj + kh; t < 4 the 4-byte
- * slot, e < 2 its half); zero past K. One thread a piece. */
+/* x (through the act-order permutation where there is one) as the wgmma kernel's shared-memory image
+ * of x (XQ): blocks of 8 rows, each block kc chunks of 1 KB, and in chunk c of block b the 16 bytes
+ * (q, r) at 16 (8 q + r) are row 8 b + r of core matrix q of the layout above: the columns
+ * 64 c + 32 h + 8 t + 4 jj + 2 kh + e (q = 4 h + 2 jj + kh; t < 4 the 4-byte slot, e < 2 its half); zero
+ * past K. A CTA's chunk of x is thus BN / 8 contiguous 1 KB pieces, copied whole and in order. One
+ * thread a 16-byte piece, in output order; rows past M (in the last block) are not written: the kernel
+ * reads none. */
 __global__ void w4a16_order_x(const uint16_t *__restrict__ x, const int32_t *__restrict__ perm, int M, int K, int kc,
                               uint4 *__restrict__ xq)
 {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, pieces = (size_t)kc * 8;
-    if (i >= (size_t)M * pieces) return;
-    const size_t m = i / pieces;
-    const int c = (int)((i % pieces) >> 3), q = (int)(i & 7);
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, per_block = (size_t)kc * 64;
+    const size_t m = (i / per_block) * 8 + (i & 7);
+    if (m >= (size_t)M) return;
+    const int c = (int)((i % per_block) >> 6), q = (int)((i >> 3) & 7);
     const int col0 = c * CHUNK + 32 * (q >> 2) + 4 * ((q >> 1) & 1) + 2 * (q & 1);
     uint32_t v[4];
 #pragma unroll
@@ -1614,6 +1633,30 @@ bool wg_wide(const qg_w4a16_tc_shape &s, int rows, bool seq, int splits)
     return ctas * 4 >= (size_t)qg_cuda_sm_count() * 3;
 }
 
+/* At M > 64 with x pre-ordered: CTA tiles of 128 channels x 128 rows (two warpgroups of m64n128k16, one
+ * CTA an SM) where their grid (splits included) fills at least 3/4 of the SMs: a weight fragment decoded
+ * once serves 128 rows instead of 64. H200, g = 128: 28672 x 8192 at M = 1024 1311 -> 1244-1278 us;
+ * with the 4-byte x copies (twice the copies a row of the 256 x 64 tiles) 1432 -> 1570-1578 us, hence
+ * only with XQ.
+ * QG_CUDA_INT4_WG_BN=128 forces them at every M > 32, =64 never (tests and timing); same operations per
+ * output either way. */
+int wg_bn_forced()
+{
+    static const int n = [] {
+        const char *env = getenv("QG_CUDA_INT4_WG_BN");
+        if (env == nullptr) return 0;
+        return strcmp(env, "128") == 0 ? 128 : strcmp(env, "64") == 0 ? 64 : 0;
+    }();
+    return n;
+}
+bool wg_tall(const qg_w4a16_tc_shape &s, int rows, int mt_for, bool seq, int splits, bool xq)
+{
+    if (wg_bn_forced() != 0) return wg_bn_forced() == 128;
+    if (mt_for <= 64 || !xq) return false;
+    const size_t ctas = ceil_div((size_t)rows, (size_t)128) * ceil_div(s.Np / ROWS, (size_t)8) * (seq ? 1 : (size_t)splits);
+    return ctas * 4 >= (size_t)qg_cuda_sm_count() * 3;
+}
+
 template <int WG, int BN, int OCC, bool DEFER, bool XQ>
 int launch_wg_k(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, bool seq, int splits, float *part, unsigned *cnt, float *y32,
               uint16_t *y16, cudaStream_t st)
@@ -1650,16 +1693,15 @@ bool wg_defer()
     }();
     return d;
 }
-/* The activations go to the wgmma kernel pre-ordered (w4a16_order_x: one more pass over x, into the
- * workspace; 16-byte copies in the kernel) only where QG_CUDA_INT4_WG_XQ=1 and M > 16: on the H200 that
- * measured 7-12% slower than the 4-byte copies on 8192 x 8192, 28672 x 8192 and 8192 x 28672 (g = 32 and
- * 128) and 4096 x 14336 at g = 32, and 1.3-1.9x faster on 4096 x 14336 at g = 128 and M = 17..64 (README).
- * Not with QG_CUDA_INT4_WG_DEFER=0. Same operations per output either way. */
+/* The activations go to the wgmma kernel as its shared-memory image (w4a16_order_x: one more pass over x,
+ * into the workspace; coalesced 16-byte copies in the kernel) at M > 16 unless QG_CUDA_INT4_WG_XQ=0 (the
+ * 4-byte copies of the row-major x; also with QG_CUDA_INT4_WG_DEFER=0). H200, g = 128, large shapes: M = 32
+ * to 1024 take 0.76-0.96x the time of the 4-byte copies (README). Same operations per output either way. */
 bool wg_xq(size_t M)
 {
     static const bool f = [] {
         const char *env = getenv("QG_CUDA_INT4_WG_XQ");
-        return env != nullptr && env[0] == '1';
+        return !(env != nullptr && env[0] == '0');
     }();
     return M > 16 && f && wg_defer();
 }
@@ -1681,6 +1723,7 @@ int launch_gemm_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows
 {
     if (wg_use(st)) {
         if (mt_for <= 32) return launch_wg<2, 32, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st, xq);
+        if (wg_tall(w->s, rows, mt_for, seq, splits, xq)) return launch_wg<2, 128, 1>(w, x, rows, seq, splits, part, cnt, y32, y16, st, xq);
         if (wg_wide(w->s, rows, seq, splits)) return launch_wg<4, 64, 1>(w, x, rows, seq, splits, part, cnt, y32, y16, st, xq);
         return launch_wg<2, 64, 2>(w, x, rows, seq, splits, part, cnt, y32, y16, st, xq);
     }
@@ -1727,21 +1770,27 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
     if (S > QG_W4A16_TC_MAX_SPLITS) return QG_ERR_argument_invalid;
     const size_t need = qg_w4a16_cuda_workspace_bytes(w, M, splits);
     if (need > 0 && ws == nullptr) return QG_ERR_argument_invalid;
-    /* the workspace: the turnstile counters first (S > 1; at a place no other M writes, so that one
-     * zeroing serves calls of any M), then x' (act-order or pre-ordered), then the split partials */
+    /* the workspace: the turnstile counters first (whenever there is a workspace, so at a place no call
+     * of any M or split count writes anything else, and one zeroing serves them all), then x'
+     * (act-order or pre-ordered), then the split partials */
+    const bool xprime = w->perm != nullptr || wg_xq(M);
     unsigned char *p = (unsigned char *)ws;
 #ifndef QG_CUDA_MUTANT_INT4_WS_COUNTERS_LAST
     unsigned *const cnt = (unsigned *)p;
+#ifdef QG_CUDA_MUTANT_INT4_WS_XPRIME_OVER_COUNTERS /* an S = 1 call's x' where S > 1 calls count: gpu.int4_cuda.workspace fails */
     if (S > 1) p += align256(s.Np / ROWS * (MSLICE / 8) * 4);
+#else
+    if (S > 1 || xprime) p += align256(s.Np / ROWS * (MSLICE / 8) * 4);
+#endif
 #endif
     const uint16_t *x = dx;
     /* the wgmma kernel runs (M > 16) and takes x pre-ordered: x' (row stride Kp) replaces x */
     const bool xq = wg_xq(M) && wg_use(st);
     size_t xld = s.K;
     uint16_t *const xbuf = (uint16_t *)p;
-    if (w->perm != nullptr || wg_xq(M)) p += align256(M * s.Kp * 2);
+    if (xprime) p += align256(ceil_div(M, 8) * 8 * s.Kp * 2);
     if (xq) {
-        const size_t n = M * (s.Kp / 8);
+        const size_t n = ceil_div(M, 8) * 8 * (s.Kp / 8);
         w4a16_order_x<<<(unsigned)ceil_div(n, 256), 256, 0, st>>>(dx, w->perm, (int)M, (int)s.K, (int)(s.Kp / CHUNK), (uint4 *)xbuf);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return qg_cuda_fail("w4a16_order_x launch", e);
@@ -1822,10 +1871,12 @@ size_t workspace_bytes_of(const qg_w4a16_tc_shape &s, bool act_order, size_t M, 
 {
     const int S = splits > 0 ? splits : s.splits;
     size_t b = 0;
-    /* one turnstile counter per (n-tile, block of >= 8 rows) of a slice (gemm_async's layout) */
-    if (S > 1) b += align256(s.Np / ROWS * (MSLICE / 8) * 4);
+    const bool xprime = act_order || wg_xq(M);
+    /* one turnstile counter per (n-tile, block of >= 8 rows) of a slice (gemm_async's layout), reserved
+     * in every workspace: a call with S = 1 and x' must not write x' where another call counts */
+    if (S > 1 || xprime) b += align256(s.Np / ROWS * (MSLICE / 8) * 4);
     /* x through the act-order permutation, or pre-ordered for the wgmma kernel */
-    if (act_order || wg_xq(M)) b += align256(M * s.Kp * 2);
+    if (xprime) b += align256(ceil_div(M, 8) * 8 * s.Kp * 2);
     /* the split partials */
     if (S > 1) b += (size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4;
     return b;

@@ -21,11 +21,14 @@ if(QG_HAVE_CUDA)
     # the wgmma kernel waiting once a chunk (the default waits once a group): same checks
     qg_add_test(NAME gpu.int4_cuda.${mode}.wgsync LABELS gpu COMMAND test_int4_cuda ${mode})
     set_property(TEST gpu.int4_cuda.${mode}.wgsync APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WG_DEFER=0)
-    # the activations pre-ordered (16-byte copies) or not (4-byte copies), each forced at every M > 16
+    # the activations pre-ordered (16-byte copies, the default) or not (4-byte copies), each forced at every M > 16
     foreach(xq 0 1)
       qg_add_test(NAME gpu.int4_cuda.${mode}.wgxq${xq} LABELS gpu COMMAND test_int4_cuda ${mode})
       set_property(TEST gpu.int4_cuda.${mode}.wgxq${xq} APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WG_XQ=${xq})
     endforeach()
+    # CTA tiles of 128 rows (the default at M > 64 on large grids), forced at every M > 32
+    qg_add_test(NAME gpu.int4_cuda.${mode}.wgbn128 LABELS gpu COMMAND test_int4_cuda ${mode})
+    set_property(TEST gpu.int4_cuda.${mode}.wgbn128 APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WG_BN=128)
     foreach(wn 128 256)
       qg_add_test(NAME gpu.int4_cuda.${mode}.wg${wn} LABELS gpu COMMAND test_int4_cuda ${mode})
       set_property(TEST gpu.int4_cuda.${mode}.wg${wn} APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WG_N=${wn})

@@ -112,11 +112,12 @@ typedef struct {
 int qg_w4a16_cuda_upload(const qg_w4a16 *L, qg_w4a16_cuda_weights *w);
 void qg_w4a16_cuda_free(qg_w4a16_cuda_weights *w);
 /* Workspace bytes one launch with M rows needs (the split-K turnstile counters, x gathered for act-order
- * or, with QG_CUDA_INT4_WG_XQ=1 at M > 16, copied in the order the sm_90a kernel reads it, the split
+ * or, at M > 16 unless QG_CUDA_INT4_WG_XQ=0, laid out as the sm_90a kernel's shared-memory image, the split
  * partials). splits: 0 for the pinned qg_w4a16_cuda_splits, else a forced count (benchmarks only: other
  * bits). The workspace must be zeroed before its first use; every completed call leaves the counters
  * (first in the workspace, where no call writes anything else) at 0 again, so one zeroing serves any
- * number of calls of any M up to the one it was sized for, in stream order (not concurrent calls). */
+ * number of calls of any M and split count up to those it was sized for, in stream order (not
+ * concurrent calls). */
 size_t qg_w4a16_cuda_workspace_bytes(const qg_w4a16_cuda_weights *w, size_t M, int splits);
 /* Asynchronous launch on device pointers: dx M x K fp16 (16-byte aligned, as the workspace), dy32 / dy16
  * M x N (either NULL). */
