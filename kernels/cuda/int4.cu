@@ -1695,8 +1695,9 @@ bool wg_defer()
 }
 /* The activations go to the wgmma kernel as its shared-memory image (w4a16_order_x: one more pass over x,
  * into the workspace; coalesced 16-byte copies in the kernel) at M > 16 unless QG_CUDA_INT4_WG_XQ=0 (the
- * 4-byte copies of the row-major x; also with QG_CUDA_INT4_WG_DEFER=0). H200, g = 128, large shapes: M = 32
- * to 1024 take 0.76-0.96x the time of the 4-byte copies (README). Same operations per output either way. */
+ * 4-byte copies of the row-major x; also with QG_CUDA_INT4_WG_DEFER=0). H200, g = 128, the two large
+ * shapes: M = 32 to 1024 take 0.80-0.95x the time of the 4-byte copies; at M = 64 on the smaller shapes the
+ * pass costs up to 5% (README). Same operations per output either way. */
 bool wg_xq(size_t M)
 {
     static const bool f = [] {
