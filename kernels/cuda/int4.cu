@@ -1081,20 +1081,34 @@ __global__ void __launch_bounds__(128 * WG, OCC)
             xdst[k] = 16u * (uint32_t)(C::X + ((r >> 3) * 8 + 4 * (q >> 2)) * 8 + (r & 7)) + 4u * (uint32_t)(q & 3);
         }
     }
-    auto issue = [&](int c, int slot) {
+    /* the copies go chunk after chunk (c_beg, c_beg + 1, ...): running source pointers, one add a chunk */
+    const uint4 *wnext = wsrc + (size_t)c_beg * 32;
+    const uint16_t *xnext[KX];
+#pragma unroll
+    for (int k = 0; k < KX; k++) xnext[k] = xrow[k] ? xsrc[k] + (size_t)c_beg * (XQ ? 512 : CHUNK) : x; /* rows past M: x, never read */
+    int cnext = c_beg, zg = min((4 * c_beg + zk) >> sh.gshift, sh.G - 1);
+    const uint32_t *znext = zsrc + (size_t)zg * sh.Np;
+    auto issue = [&](int slot) {
+        const int c = cnext++;
         const uint32_t b = base + (uint32_t)(slot * C::STG) * 16u;
-        cp_async16(b + 16u * (C::W + tid), wsrc + (size_t)c * 32, 16);
-        cp_async4(b + 16u * C::SZ + 4u * tid, zsrc + (size_t)min((4 * c + zk) >> sh.gshift, sh.G - 1) * sh.Np);
+        cp_async16(b + 16u * (C::W + tid), wnext, 16);
+        wnext += 32;
+        const int g = min((4 * c + zk) >> sh.gshift, sh.G - 1); /* the group of this thread's sz word */
+        znext += (size_t)(unsigned)(g - zg) * (unsigned)sh.Np; /* g never decreases */
+        zg = g;
+        cp_async4(b + 16u * C::SZ + 4u * tid, znext);
 #pragma unroll
         for (int k = 0; k < KX; k++) {
+            const uint16_t *xs = xnext[k];
+            xnext[k] += xrow[k] ? (XQ ? 512 : CHUNK) : 0;
             if (XQ) { /* x' holds zeros past K: one 16-byte copy a piece, 1 KB a chunk and 8 rows */
-                cp_async16(b + xdst[k], xrow[k] ? (const void *)(xsrc[k] + (size_t)c * 512) : (const void *)x, xrow[k] ? 16 : 0);
+                cp_async16(b + xdst[k], xs, xrow[k] ? 16 : 0);
                 continue;
             }
             /* K is a multiple of 8, so a piece is in or out whole; an empty copy reads nothing and names
              * x[0 .. 7] (K >= 8) */
             const bool ok = xrow[k] && c * CHUNK + xcol[k] < sh.K;
-            const uint16_t *src = ok ? xsrc[k] + c * CHUNK : x;
+            const uint16_t *src = ok ? xs : x;
             const int nb = ok ? 4 : 0;
 #pragma unroll
             for (int j2 = 0; j2 < 4; j2++) cp_async4z(b + xdst[k] + 128u * j2, src + 2 * j2, nb);
@@ -1136,7 +1150,7 @@ __global__ void __launch_bounds__(128 * WG, OCC)
     const int nk = c_fin - c_beg;
 #pragma unroll 1
     for (int p = 0; p < AHEAD; p++) {
-        if (p < nk) issue(c_beg + p, p);
+        if (p < nk) issue(p);
         cp_async_commit();
     }
     for (int it = 0; it < nk; it++) {
@@ -1144,7 +1158,7 @@ __global__ void __launch_bounds__(128 * WG, OCC)
         cp_async_wait<AHEAD - 1>(); /* this thread's copies of chunk c have landed */
         wg4_proxy_fence();          /* ... and are visible to the tensor cores' reads */
         __syncthreads();            /* everyone's have; the slot refilled next is no longer read */
-        if (it + AHEAD < nk) issue(c + AHEAD, (it + AHEAD) % ST);
+        if (it + AHEAD < nk) issue((it + AHEAD) % ST);
         cp_async_commit();
         if (SEQ && c == nxt) {
             if (DEFER) wait_par();
