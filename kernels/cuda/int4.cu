@@ -1227,16 +1227,17 @@ __global__ void __launch_bounds__(128 * WG, OCC)
  * of x (XQ): blocks of 8 rows, each block kc chunks of 1 KB, and in chunk c of block b the 16 bytes
  * (q, r) at 16 (8 q + r) are row 8 b + r of core matrix q of the layout above: the columns
  * 64 c + 32 h + 8 t + 4 jj + 2 kh + e (q = 4 h + 2 jj + kh; t < 4 the 4-byte slot, e < 2 its half); zero
- * past K. A CTA's chunk of x is thus BN / 8 contiguous 1 KB pieces, copied whole and in order. One
- * thread a 16-byte piece, in output order; rows past M (in the last block) are not written: the kernel
- * reads none. */
+ * past K and in the rows past M of the last block. A CTA's chunk of x is thus BN / 8 contiguous 1 KB
+ * pieces, copied whole and in order. One thread a 16-byte piece; q runs fastest, so the 8 threads of a
+ * row and chunk read its 128 contiguous bytes. */
 __global__ void w4a16_order_x(const uint16_t *__restrict__ x, const int32_t *__restrict__ perm, int M, int K, int kc,
                               uint4 *__restrict__ xq)
 {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, per_block = (size_t)kc * 64;
-    const size_t m = (i / per_block) * 8 + (i & 7);
-    if (m >= (size_t)M) return;
-    const int c = (int)((i % per_block) >> 6), q = (int)((i >> 3) & 7);
+    const size_t b = i / per_block;
+    if (b * 8 >= (size_t)M) return;
+    const int c = (int)((i % per_block) >> 6), r = (int)((i >> 3) & 7), q = (int)(i & 7);
+    const size_t m = b * 8 + (size_t)r;
     const int col0 = c * CHUNK + 32 * (q >> 2) + 4 * ((q >> 1) & 1) + 2 * (q & 1);
     uint32_t v[4];
 #pragma unroll
@@ -1245,12 +1246,12 @@ __global__ void w4a16_order_x(const uint16_t *__restrict__ x, const int32_t *__r
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int col = col0 + 8 * t + e;
-            const uint32_t h = col < K ? x[m * (size_t)K + (size_t)(perm != nullptr ? perm[col] : col)] : 0u;
+            const uint32_t h = m < (size_t)M && col < K ? x[m * (size_t)K + (size_t)(perm != nullptr ? perm[col] : col)] : 0u;
             pr |= h << (16 * e);
         }
         v[t] = pr;
     }
-    xq[i] = make_uint4(v[0], v[1], v[2], v[3]);
+    xq[(b * kc + (size_t)c) * 64 + (size_t)q * 8 + (size_t)r] = make_uint4(v[0], v[1], v[2], v[3]);
 }
 
 /* x'[m][k'] = x[m][perm[k']] (act-order). */
