@@ -1632,13 +1632,19 @@ bool wg_use(cudaStream_t st)
  * two CTAs an SM). H200, g = 128: 28672 x 8192 at M = 64 128.8 -> 113.9 us, M = 1024 1749 -> 1556 us;
  * 4096 x 14336 at M = 256 (64 CTAs of 256) 150 -> 205 us, hence the bound. QG_CUDA_INT4_WG_N=128 or 256
  * forces one (tests and timing); same operations per output either way. */
+/* The value of environment variable `name` where it is exactly a or b in decimal, else 0 (a tile size
+ * forced for tests and timing). */
+int env_one_of(const char *name, int a, int b)
+{
+    const char *env = getenv(name);
+    if (env == nullptr) return 0;
+    char *end = nullptr;
+    const long v = strtol(env, &end, 10);
+    return end != env && *end == '\0' && (v == a || v == b) ? (int)v : 0;
+}
 int wg_n_forced()
 {
-    static const int n = [] {
-        const char *env = getenv("QG_CUDA_INT4_WG_N");
-        if (env == nullptr) return 0;
-        return strcmp(env, "256") == 0 ? 256 : strcmp(env, "128") == 0 ? 128 : 0;
-    }();
+    static const int n = env_one_of("QG_CUDA_INT4_WG_N", 128, 256);
     return n;
 }
 bool wg_wide(const qg_w4a16_tc_shape &s, int rows, bool seq, int splits)
@@ -1657,11 +1663,7 @@ bool wg_wide(const qg_w4a16_tc_shape &s, int rows, bool seq, int splits)
  * output either way. */
 int wg_bn_forced()
 {
-    static const int n = [] {
-        const char *env = getenv("QG_CUDA_INT4_WG_BN");
-        if (env == nullptr) return 0;
-        return strcmp(env, "128") == 0 ? 128 : strcmp(env, "64") == 0 ? 64 : 0;
-    }();
+    static const int n = env_one_of("QG_CUDA_INT4_WG_BN", 64, 128);
     return n;
 }
 bool wg_tall(const qg_w4a16_tc_shape &s, int rows, int mt_for, bool seq, int splits, bool xq)
@@ -1800,7 +1802,8 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
 #endif
 #endif
     const uint16_t *x = dx;
-    /* the wgmma kernel runs (M > 16) and takes x pre-ordered: x' (row stride Kp) replaces x */
+    /* the wgmma kernel runs (M > 16) and takes x as its shared-memory image: x' (blocks of 8 rows, 8 Kp
+     * elements a block, so a slice of rows r0.. starts r0 Kp elements in) replaces x */
     const bool xq = wg_xq(M) && wg_use(st);
     size_t xld = s.K;
     uint16_t *const xbuf = (uint16_t *)p;
