@@ -122,20 +122,35 @@ __device__ __forceinline__ void tile_store(const float (&tot)[MT][4], int nt, in
     old = __shfl_sync(0xFFFFFFFFu, old, 0);
     if (old != (unsigned)splits - 1) return;
     __threadfence(); /* the other splits' partials (fenced before their counts) are visible from here */
+    /* lane l adds the outputs (m0 + l / 16 + 2 i, nt ROWS + l % 16), i < 4 MT, up to 8 at a time with the
+     * loads of a split issued together (S round trips to L2 a batch, not one a split and output), each
+     * output's adds in split order */
     const size_t stride = (size_t)M * sh.Np;
-    for (int idx = lane; idx < ROWS * 8 * MT; idx += 32) {
-        const int m = m0 + idx / ROWS, n = nt * ROWS + idx % ROWS;
-        if (m >= M || n >= sh.N) continue;
-        const float *p = part + (size_t)m * sh.Np + n;
+    const int ml = m0 + (lane >> 4), nl = nt * ROWS + (lane & 15);
 #ifdef QG_CUDA_MUTANT_INT4_SPLITK_REVERSED
-        float v = __ldcg(p + (size_t)(splits - 1) * stride);
-        for (int q = splits - 2; q >= 0; q--) v = __fadd_rn(v, __ldcg(p + (size_t)q * stride));
+    const int q0 = splits - 1, qs = -1;
 #else
-        float v = __ldcg(p);
-        for (int q = 1; q < splits; q++) v = __fadd_rn(v, __ldcg(p + (size_t)q * stride));
+    const int q0 = 0, qs = 1;
 #endif
-        if (y32) y32[(size_t)m * sh.N + n] = v;
-        if (y16) y16[(size_t)m * sh.N + n] = f32_to_f16_bits(v);
+    constexpr int NI = 4 * MT, UB = NI < 8 ? NI : 8;
+    for (int i0 = 0; i0 < NI && nl < sh.N && ml + 2 * i0 < M; i0 += UB) {
+        float v[UB];
+        const float *pb = part + (size_t)(ml + 2 * i0) * sh.Np + nl;
+#pragma unroll
+        for (int i = 0; i < UB; i++) v[i] = ml + 2 * (i0 + i) < M ? __ldcg(pb + (size_t)q0 * stride + (size_t)(2 * i) * sh.Np) : 0.0f;
+        for (int k = 1; k < splits; k++) {
+            const float *pq = pb + (size_t)(q0 + k * qs) * stride;
+#pragma unroll
+            for (int i = 0; i < UB; i++)
+                if (ml + 2 * (i0 + i) < M) v[i] = __fadd_rn(v[i], __ldcg(pq + (size_t)(2 * i) * sh.Np));
+        }
+#pragma unroll
+        for (int i = 0; i < UB; i++) {
+            const int m = ml + 2 * (i0 + i);
+            if (m >= M) continue;
+            if (y32) y32[(size_t)m * sh.N + nl] = v[i];
+            if (y16) y16[(size_t)m * sh.N + nl] = f32_to_f16_bits(v[i]);
+        }
     }
     if (lane == 0) *c = 0u;
 }
@@ -1775,6 +1790,31 @@ int launch_rows(const qg_w4a16_cuda_weights *w, const uint16_t *x, int rows, int
 
 size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
+/* The workspace of a call, written once for gemm_async and the size query: the turnstile counters first
+ * (one per n-tile and block of >= 8 rows of a slice, reserved whenever there is a workspace, so at a place
+ * no call of any M or split count writes anything else, and one zeroing serves them all), then x' (act-order
+ * or the wgmma kernel's pre-ordered image), then the S x min(M, MSLICE) x Np split partials. */
+struct ws_layout {
+    size_t cnt, x, part, bytes; /* byte offsets of the three regions and the total */
+};
+
+ws_layout ws_layout_of(const qg_w4a16_tc_shape &s, bool act_order, size_t M, int splits)
+{
+    const int S = splits > 0 ? splits : s.splits;
+    const bool xprime = act_order || wg_xq(M);
+    const size_t cntb = S > 1 || xprime ? align256(s.Np / ROWS * (MSLICE / 8) * 4) : 0;
+    const size_t xb = xprime ? align256(ceil_div(M, 8) * 8 * s.Kp * 2) : 0;
+    const size_t pb = S > 1 ? (size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4 : 0;
+    ws_layout L{0, cntb, cntb + xb, cntb + xb + pb};
+#ifdef QG_CUDA_MUTANT_INT4_WS_XPRIME_OVER_COUNTERS /* an S = 1 call's x' where S > 1 calls count: gpu.int4_cuda.workspace fails */
+    if (S == 1) L.x = 0, L.part = xb;
+#endif
+#ifdef QG_CUDA_MUTANT_INT4_WS_COUNTERS_LAST /* after the partials, where a larger M writes partials: gpu.int4_cuda.workspace fails */
+    L.x = 0, L.part = xb, L.cnt = xb + align256(pb);
+#endif
+    return L;
+}
+
 int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int splits, void *ws, float *dy32, uint16_t *dy16,
                cudaStream_t st, float **part_out, bool want_partials = false)
 {
@@ -1786,28 +1826,16 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
     const qg_w4a16_tc_shape &s = w->s;
     const int S = splits > 0 ? splits : s.splits;
     if (S > QG_W4A16_TC_MAX_SPLITS) return QG_ERR_argument_invalid;
-    const size_t need = qg_w4a16_cuda_workspace_bytes(w, M, splits);
-    if (need > 0 && ws == nullptr) return QG_ERR_argument_invalid;
-    /* the workspace: the turnstile counters first (whenever there is a workspace, so at a place no call
-     * of any M or split count writes anything else, and one zeroing serves them all), then x'
-     * (act-order or pre-ordered), then the split partials */
-    const bool xprime = w->perm != nullptr || wg_xq(M);
-    unsigned char *p = (unsigned char *)ws;
-#ifndef QG_CUDA_MUTANT_INT4_WS_COUNTERS_LAST
-    unsigned *const cnt = (unsigned *)p;
-#ifdef QG_CUDA_MUTANT_INT4_WS_XPRIME_OVER_COUNTERS /* an S = 1 call's x' where S > 1 calls count: gpu.int4_cuda.workspace fails */
-    if (S > 1) p += align256(s.Np / ROWS * (MSLICE / 8) * 4);
-#else
-    if (S > 1 || xprime) p += align256(s.Np / ROWS * (MSLICE / 8) * 4);
-#endif
-#endif
+    const ws_layout L = ws_layout_of(s, w->perm != nullptr, M, splits);
+    if (L.bytes > 0 && ws == nullptr) return QG_ERR_argument_invalid;
+    unsigned char *const base = (unsigned char *)ws;
+    unsigned *const cnt = (unsigned *)(base + L.cnt);
     const uint16_t *x = dx;
     /* the wgmma kernel runs (M > 16) and takes x as its shared-memory image: x' (blocks of 8 rows, 8 Kp
      * elements a block, so a slice of rows r0.. starts r0 Kp elements in) replaces x */
     const bool xq = wg_xq(M) && wg_use(st);
     size_t xld = s.K;
-    uint16_t *const xbuf = (uint16_t *)p;
-    if (xprime) p += align256(ceil_div(M, 8) * 8 * s.Kp * 2);
+    uint16_t *const xbuf = (uint16_t *)(base + L.x);
     if (xq) {
         const size_t n = ceil_div(M, 8) * 8 * (s.Kp / 8);
         w4a16_order_x<<<(unsigned)ceil_div(n, 256), 256, 0, st>>>(dx, w->perm, (int)M, (int)s.K, (int)(s.Kp / CHUNK), (uint4 *)xbuf);
@@ -1822,10 +1850,7 @@ int gemm_async(const qg_w4a16_cuda_weights *w, const uint16_t *dx, size_t M, int
         if (e != cudaSuccess) return qg_cuda_fail("w4a16_gather_x launch", e);
         x = xbuf;
     }
-    float *part = (float *)p;
-#ifdef QG_CUDA_MUTANT_INT4_WS_COUNTERS_LAST /* after the partials, where a larger M writes partials: gpu.int4_cuda.workspace fails */
-    unsigned *const cnt = (unsigned *)(p + align256((size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4));
-#endif
+    float *const part = (float *)(base + L.part);
     if (part_out) *part_out = S > 1 ? part : nullptr;
     if (!want_partials && gemm_seq(s, M, S)) {
         if (part_out) *part_out = nullptr;
@@ -1888,17 +1913,7 @@ int repack_launch(const qg_w4a16_tc_shape &s, const uint32_t *dq, const int32_t 
 
 size_t workspace_bytes_of(const qg_w4a16_tc_shape &s, bool act_order, size_t M, int splits)
 {
-    const int S = splits > 0 ? splits : s.splits;
-    size_t b = 0;
-    const bool xprime = act_order || wg_xq(M);
-    /* one turnstile counter per (n-tile, block of >= 8 rows) of a slice (gemm_async's layout), reserved
-     * in every workspace: a call with S = 1 and x' must not write x' where another call counts */
-    if (S > 1 || xprime) b += align256(s.Np / ROWS * (MSLICE / 8) * 4);
-    /* x through the act-order permutation, or pre-ordered for the wgmma kernel */
-    if (xprime) b += align256(ceil_div(M, 8) * 8 * s.Kp * 2);
-    /* the split partials */
-    if (S > 1) b += (size_t)S * (M < (size_t)MSLICE ? M : (size_t)MSLICE) * s.Np * 4;
-    return b;
+    return ws_layout_of(s, act_order, M, splits).bytes;
 }
 
 /* The canonical layout's buffers, first in every W4A16 call through qg_cuda_run: qweight, scales, zeros
