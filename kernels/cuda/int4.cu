@@ -470,43 +470,52 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     }
     if (QG_INT4_BULK) __syncthreads();
 
-    const uint32_t np4 = 4u * (uint32_t)sh.Np;
-    /* the thread's sz word for chunk c (32-bit operands, one wide multiply-add for the address) */
-    auto sz_at = [&](int c) {
-        const uint32_t q = (uint32_t)min((4 * c + zk) >> sh.gshift, sh.G - 1);
-        return reinterpret_cast<const uint32_t *>(reinterpret_cast<const char *>(szp) + (size_t)q * np4);
+    /* the ring groups are issued in order (0, 1, 2, ...), so every copy takes a running source pointer:
+     * one add a chunk (the codes a group), the sz pointer moved only when the thread's group changes */
+    const uint4 *wnext = wp;
+    const uint16_t *xnext = xrow_ok ? xp + (size_t)c0 * CHUNK : xp; /* rows past M: xp, never read */
+    int zg = min((4 * c0 + zk) >> sh.gshift, sh.G - 1);
+    const uint32_t *znext = szp + (size_t)zg * sh.Np;
+    auto next_sz = [&](int c) { /* the thread's sz word of chunk c (c never decreases) */
+        const int g = min((4 * c + zk) >> sh.gshift, sh.G - 1);
+        znext += (size_t)(unsigned)(g - zg) * (unsigned)sh.Np;
+        zg = g;
+        return znext;
     };
     auto issue_group = [&](int gi) { /* chunks c0 + B gi .. + B - 1 into ring group gi % NB */
         const int slot0 = (gi % NB) * B, cb = c0 + gi * B;
         /* the warp's codes of the ring group, [warp][chunk][lane] */
         const uint32_t cdst = codes + 16u * (uint32_t)(((gi % NB) * WARPS + warp) * B * 32);
+        const uint4 *const wg = wnext;
+        wnext += B * 32;
         if (QG_INT4_BULK && lane == 0) {
             const int n = min(B, c1 - cb);
-            bulk_copy_arrive(cdst, wp + (size_t)gi * B * 32, 512u * (uint32_t)n, bars + 8u * (uint32_t)(gi % NB));
+            bulk_copy_arrive(cdst, wg, 512u * (uint32_t)n, bars + 8u * (uint32_t)(gi % NB));
         }
+        const uint32_t b0 = base + (uint32_t)(slot0 * STG) * 16u;
         if (cb + B <= c1 && (cb + B) * CHUNK <= sh.K) { /* a whole ring group inside K: no bound per chunk */
-            const uint32_t b0 = base + (uint32_t)(slot0 * STG) * 16u;
-            const uint16_t *xg = xp + (size_t)cb * CHUNK;
 #pragma unroll
             for (int k = 0; k < B; k++) {
                 const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
-                if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wp + (size_t)(cb - c0 + k) * 32, 16);
-                cp_async4(b + off_z, sz_at(cb + k));
-                if (xissue) cp_async16(b + off_x, xrow_ok ? (const void *)(xg + k * CHUNK) : (const void *)xp, xrow_ok ? 16 : 0);
+                if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wg + 32 * k, 16);
+                cp_async4(b + off_z, next_sz(cb + k));
+                if (xissue) cp_async16(b + off_x, xnext, xrow_ok ? 16 : 0);
+                xnext += xrow_ok ? CHUNK : 0;
             }
             return;
         }
 #pragma unroll
         for (int k = 0; k < B; k++) {
-            const int c = c0 + gi * B + k;
+            const int c = cb + k;
             if (c >= c1) break;
-            const uint32_t b = base + (uint32_t)((slot0 + k) * STG) * 16u;
-            if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wp + (size_t)(c - c0) * 32, 16);
-            cp_async4(b + off_z, sz_at(c));
+            const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
+            if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wg + 32 * k, 16);
+            cp_async4(b + off_z, next_sz(c));
             if (xissue) {
                 const bool ok = xrow_ok && c * CHUNK + 32 * xh + 8 * xt < sh.K; /* else zero-filled */
-                cp_async16(b + off_x, ok ? (const void *)(xp + c * CHUNK) : (const void *)xp, ok ? 16 : 0);
+                cp_async16(b + off_x, ok ? (const void *)xnext : (const void *)xp, ok ? 16 : 0);
             }
+            xnext += xrow_ok ? CHUNK : 0;
         }
     };
 
