@@ -92,8 +92,10 @@ inline size_t min_blocks(size_t n) { return n > 12288 ? 132 : 264; }
  * the batch. 1024 is far above SpQR's ~1% outliers (82 per 8192-wide row) and 5% (410), and below the
  * cost where one lane's chain dominates the block's time. */
 constexpr int LONG_ROW = 1024;
-/* Outlier words in flight per thread in a long row. */
+/* Outlier words in flight per thread in a long row (16 measured slower: spills at batch 1). */
 constexpr int UL = 8;
+/* Long rows of more rounds of UL words a thread than this are prefetched into L2 (k_spqr). */
+constexpr int PF_ROUNDS = 2;
 
 __device__ __forceinline__ uint16_t f32_to_f16_bits(float v)
 {
@@ -124,6 +126,7 @@ struct kargs {
     const uint16_t *xp;  /* else x' gathered once by k_xprime: batch rows of xps fp16 values (staged order) */
     const uint16_t *xt;  /* and transposed: x'[c] of all batch columns at c * bp */
     int xps, bp;
+    int l2pf; /* long rows' outlier words prefetched into L2 at the block's start (QG_CUDA_SPQR_L2PF=0: not) */
 };
 
 /* Position of column c in a staged row of x': inside each group of 16 columns, column 4q + t sits at
@@ -489,6 +492,22 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
                     }
                 }
             }
+#if QG_CUDA_MBAR
+            /* A row of many rounds of long-row loads (more than PF_ROUNDS x UL x THREADS outliers: a dense
+             * row of 28672 takes 14 rounds): its outlier words into L2 now, in the background of the dense
+             * part, so that each round of the long-row pass after it waits on L2, not DRAM. Only when the
+             * data arrives changes. (Rows of one or two rounds, as at 5% outliers, measured 2% slower
+             * with it on 8192 x 28672.) */
+            if (lng && a.l2pf) { /* lng: a valid row of this block (and PTCSR: plen[u] set) */
+                const bool csr = a.kind == QG_SPQR_OUTLIERS_CSR;
+                const int first = csr ? a.ro[16 * Ru + k] : a.ro[Ru], last = csr ? a.ro[16 * Ru + k + 1] : a.ro[Ru + 1];
+                /* the row's words (PTCSR: its tile row's segment, every 16th word the row's), 16-byte aligned */
+                const size_t b0 = __cvta_generic_to_global(a.cv + first) & ~(size_t)15;
+                const size_t b1 = (__cvta_generic_to_global(a.cv + last) + 15) & ~(size_t)15;
+                if ((csr ? last - first : plen[u]) > PF_ROUNDS * UL * THREADS)
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(b0), "r"((uint32_t)(b1 - b0)) : "memory");
+            }
+#endif
             const unsigned bal = __ballot_sync(0xFFFFFFFFu, lng);
             if (lane == 0) lmask[warp] = bal;
         }
@@ -804,6 +823,8 @@ int launch(const qg_spqr_dev_layer *L, const uint16_t *x, size_t batch, float *y
     a.wc = WARPS / rb;
     a.ct = 0;
     a.raw = 0;
+    const char *pf = getenv("QG_CUDA_SPQR_L2PF"); /* a timing knob: the same operations either way */
+    a.l2pf = !(pf != nullptr && pf[0] == '0' && pf[1] == '\0');
     switch (batch) {
 #define QG_CASE(BB) \
     case BB: return launch_b<BB>(a, work, s);
