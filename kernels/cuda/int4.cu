@@ -474,33 +474,59 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
      * one add a chunk (the codes a group), the sz pointer moved only when the thread's group changes */
     const uint4 *wnext = wp;
     const uint16_t *xnext = xrow_ok ? xp + (size_t)c0 * CHUNK : xp; /* rows past M: xp, never read */
+    const int xstep = xrow_ok ? CHUNK : 0;
     int zg = min((4 * c0 + zk) >> sh.gshift, sh.G - 1);
     const uint32_t *znext = szp + (size_t)zg * sh.Np;
+    const size_t np = (size_t)sh.Np; /* words from one group's sz row to the next */
     auto next_sz = [&](int c) { /* the thread's sz word of chunk c (c never decreases) */
         const int g = min((4 * c + zk) >> sh.gshift, sh.G - 1);
         znext += (size_t)(unsigned)(g - zg) * (unsigned)sh.Np;
         zg = g;
         return znext;
     };
+    int islot = 0; /* the ring group the next issue fills: gi % NB, counted (groups are issued in order) */
     auto issue_group = [&](int gi) { /* chunks c0 + B gi .. + B - 1 into ring group gi % NB */
-        const int slot0 = (gi % NB) * B, cb = c0 + gi * B;
+        const int sl = islot, slot0 = sl * B, cb = c0 + gi * B;
+        islot = sl == NB - 1 ? 0 : sl + 1;
         /* the warp's codes of the ring group, [warp][chunk][lane] */
-        const uint32_t cdst = codes + 16u * (uint32_t)(((gi % NB) * WARPS + warp) * B * 32);
+        const uint32_t cdst = codes + 16u * (uint32_t)((sl * WARPS + warp) * B * 32);
         const uint4 *const wg = wnext;
         wnext += B * 32;
         if (QG_INT4_BULK && lane == 0) {
             const int n = min(B, c1 - cb);
-            bulk_copy_arrive(cdst, wg, 512u * (uint32_t)n, bars + 8u * (uint32_t)(gi % NB));
+            bulk_copy_arrive(cdst, wg, 512u * (uint32_t)n, bars + 8u * (uint32_t)sl);
         }
         const uint32_t b0 = base + (uint32_t)(slot0 * STG) * 16u;
         if (cb + B <= c1 && (cb + B) * CHUNK <= sh.K) { /* a whole ring group inside K: no bound per chunk */
+            /* the thread's sz words of the B chunks: with g = 128 (PAIR 2) and cb even, chunks cb + k are
+             * group cb / 2 + k / 2, with g = 64 (PAIR 1) group cb + k (inside K no group is clamped), so
+             * the ring group needs one lookup and constant steps of Np words */
+            if ((PAIR == 2 && (cb & 1) == 0) || PAIR == 1) {
+                const uint32_t *const z0 = next_sz(cb);
+                const uint32_t *zk[B];
 #pragma unroll
-            for (int k = 0; k < B; k++) {
-                const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
-                if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wg + 32 * k, 16);
-                cp_async4(b + off_z, next_sz(cb + k));
-                if (xissue) cp_async16(b + off_x, xnext, xrow_ok ? 16 : 0);
-                xnext += xrow_ok ? CHUNK : 0;
+                for (int k = 0; k < B; k++) zk[k] = k == 0 ? z0 : (PAIR == 2 ? k / 2 : k) == (PAIR == 2 ? (k - 1) / 2 : k - 1) ? zk[k - 1] : zk[k - 1] + np;
+                znext = zk[B - 1];
+                zg += PAIR == 2 ? 1 : B - 1;
+#pragma unroll
+                for (int k = 0; k < B; k++) {
+                    const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
+                    if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wg + 32 * k, 16);
+                    cp_async4(b + off_z, zk[k]);
+                    if (xissue) cp_async16(b + off_x, xnext, xrow_ok ? 16 : 0);
+                    xnext += xstep;
+                }
+                return;
+            }
+            if constexpr (PAIR != 1) { /* g = 128 from an odd chunk, g = 32, g = K */
+#pragma unroll
+                for (int k = 0; k < B; k++) {
+                    const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
+                    if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wg + 32 * k, 16);
+                    cp_async4(b + off_z, next_sz(cb + k));
+                    if (xissue) cp_async16(b + off_x, xnext, xrow_ok ? 16 : 0);
+                    xnext += xstep;
+                }
             }
             return;
         }
@@ -515,7 +541,7 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
                 const bool ok = xrow_ok && c * CHUNK + 32 * xh + 8 * xt < sh.K; /* else zero-filled */
                 cp_async16(b + off_x, ok ? (const void *)xnext : (const void *)xp, ok ? 16 : 0);
             }
-            xnext += xrow_ok ? CHUNK : 0;
+            xnext += xstep;
         }
     };
 
@@ -525,15 +551,18 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
         if (gi < ng) issue_group(gi);
         cp_async_commit();
     }
+    int cslot = 0;       /* gi % NB, counted */
+    uint32_t cphase = 0; /* (gi / NB) & 1, the parity of the slot's mbarrier phase */
     for (int gi = 0; gi < ng; gi++) {
         cp_async_wait<NB - 2>(); /* this thread's copies of group gi have landed */
-        if (QG_INT4_BULK) mbar_wait(bars + 8u * (uint32_t)(gi % NB), (uint32_t)(gi / NB) & 1u); /* and its codes */
+        if (QG_INT4_BULK) mbar_wait(bars + 8u * (uint32_t)cslot, cphase); /* and its codes */
         __syncthreads(); /* everyone's have; and group gi - 1 is consumed by every warp */
         if (gi + NB - 1 < ng) issue_group(gi + NB - 1);
         cp_async_commit();
-        const int slot0 = (gi % NB) * B;
+        const int slot0 = cslot * B;
         const int cf = c0 + gi * B;
-        const uint4 *cw = ring_smem + ((gi % NB) * WARPS + warp) * B * 32 + lane; /* the lane's codes of chunk cf */
+        const uint4 *cw = ring_smem + (cslot * WARPS + warp) * B * 32 + lane; /* the lane's codes of chunk cf */
+        if (++cslot == NB) cslot = 0, cphase ^= 1u;
         /* PAIR: chunks a group, set on the host (0: g is not 64 or 128, and the kernel keeps its code).
          * g = 128 (gshift 3: chunks 2q, 2q + 1 form group q) where the ring group's four chunks are two
          * whole groups; g = 64 (chunk c is group c) as two pairs of groups */
