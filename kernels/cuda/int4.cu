@@ -478,6 +478,8 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     int zg = min((4 * c0 + zk) >> sh.gshift, sh.G - 1);
     const uint32_t *znext = szp + (size_t)zg * sh.Np;
     const size_t np = (size_t)sh.Np; /* words from one group's sz row to the next */
+    /* from one chunk's sz word to the next's inside K where g <= 64: 1 group (g = 64), 2 (g = 32), 0 (G = 1) */
+    const size_t zst = sh.G == 1 ? 0 : np << (2 - min(sh.gshift, 2));
     auto next_sz = [&](int c) { /* the thread's sz word of chunk c (c never decreases) */
         const int g = min((4 * c + zk) >> sh.gshift, sh.G - 1);
         znext += (size_t)(unsigned)(g - zg) * (unsigned)sh.Np;
@@ -498,27 +500,27 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
         }
         const uint32_t b0 = base + (uint32_t)(slot0 * STG) * 16u;
         if (cb + B <= c1 && (cb + B) * CHUNK <= sh.K) { /* a whole ring group inside K: no bound per chunk */
-            /* the thread's sz words of the B chunks: with g = 128 (PAIR 2) and cb even, chunks cb + k are
-             * group cb / 2 + k / 2, with g = 64 (PAIR 1) group cb + k (inside K no group is clamped), so
-             * the ring group needs one lookup and constant steps of Np words */
-            if ((PAIR == 2 && (cb & 1) == 0) || PAIR == 1) {
+            /* the thread's sz words of the B chunks: inside K no group is clamped, so chunk cb + k is
+             * group g(cb) + k / 2 with g = 128 (PAIR 2; from an even cb), g(cb) + k with g = 64, g(cb) +
+             * 2 k with g = 32 and g(cb) with g = K (one group): one lookup and constant steps of Np words */
+            if (PAIR != 2 || (cb & 1) == 0) {
                 const uint32_t *const z0 = next_sz(cb);
-                const uint32_t *zk[B];
+                const uint32_t *zp[B];
 #pragma unroll
-                for (int k = 0; k < B; k++) zk[k] = k == 0 ? z0 : (PAIR == 2 ? k / 2 : k) == (PAIR == 2 ? (k - 1) / 2 : k - 1) ? zk[k - 1] : zk[k - 1] + np;
-                znext = zk[B - 1];
-                zg += PAIR == 2 ? 1 : B - 1;
+                for (int k = 0; k < B; k++) zp[k] = k == 0 ? z0 : PAIR == 2 ? (k & 1 ? zp[k - 1] : zp[k - 1] + np) : zp[k - 1] + zst;
+                znext = zp[B - 1];
+                zg = min((4 * (cb + B - 1) + zk) >> sh.gshift, sh.G - 1);
 #pragma unroll
                 for (int k = 0; k < B; k++) {
                     const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
                     if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wg + 32 * k, 16);
-                    cp_async4(b + off_z, zk[k]);
+                    cp_async4(b + off_z, zp[k]);
                     if (xissue) cp_async16(b + off_x, xnext, xrow_ok ? 16 : 0);
                     xnext += xstep;
                 }
                 return;
             }
-            if constexpr (PAIR != 1) { /* g = 128 from an odd chunk, g = 32, g = K */
+            if constexpr (PAIR == 2) { /* g = 128 from an odd chunk */
 #pragma unroll
                 for (int k = 0; k < B; k++) {
                     const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
