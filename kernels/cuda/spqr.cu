@@ -94,8 +94,6 @@ inline size_t min_blocks(size_t n) { return n > 12288 ? 132 : 264; }
 constexpr int LONG_ROW = 1024;
 /* Outlier words in flight per thread in a long row (16 measured slower: spills at batch 1). */
 constexpr int UL = 8;
-/* Long rows of more rounds of UL words a thread than this are prefetched into L2 (k_spqr). */
-constexpr int PF_ROUNDS = 2;
 
 __device__ __forceinline__ uint16_t f32_to_f16_bits(float v)
 {
@@ -504,6 +502,7 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
                 /* the row's words (PTCSR: its tile row's segment, every 16th word the row's), 16-byte aligned */
                 const size_t b0 = __cvta_generic_to_global(a.cv + first) & ~(size_t)15;
                 const size_t b1 = (__cvta_generic_to_global(a.cv + last) + 15) & ~(size_t)15;
+                constexpr int PF_ROUNDS = 2; /* rows of more rounds of UL words a thread are prefetched */
                 if ((csr ? last - first : plen[u]) > PF_ROUNDS * UL * THREADS)
                     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(b0), "r"((uint32_t)(b1 - b0)) : "memory");
             }
