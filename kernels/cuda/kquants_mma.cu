@@ -21,13 +21,14 @@
  * (codes) and B (activations) alike, so a thread reads 4 consecutive codes of each of its two rows and 4
  * consecutive activations of its column: the exact sum is unchanged by this fixed permutation.
  *
- * Two kernels, one sequence of operations per output. Batch 1..16 (x 16-byte aligned): k_kq_gemm_staged,
+ * Three kernels, one sequence of operations per output. Batch 1..16 (x 16-byte aligned): k_kq_gemm_staged,
  * a warp on 2 row tiles (32 rows a block; Q5_K at batch 1..8 one), the activations of its next one or
  * two super-blocks copied into warp-private shared memory by cp.async, the next super-block's weights
  * in registers, one activation fragment serving every row tile. Batch 17..32 (Q6_K 25..32; where the device has 204 KB of shared
  * memory for a block): the staged kernel in blocks of 4 column groups of 8 columns, 16 warps. Else:
- * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory.
- * QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
+ * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory. On sm_90,
+ * Q4_K and Q5_K at batch 9..16 run k_kq_gemm_ring instead (a CTA's warps share each super-block's
+ * operands through a shared-memory ring; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
  * QG_CUDA_KQ_MMA_COLGROUPS (0: k_kq_gemm at 17..32) are tuning knobs; every value gives the same bits.
  *
  * Batch invariance by construction: a column's mma result depends only on that column of B and of C, the
@@ -811,6 +812,11 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src)
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(__cvta_generic_to_global(src)) : "memory");
 }
+/* the same to a shared-memory address */
+__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(__cvta_generic_to_global(src)) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
@@ -983,6 +989,219 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
             }
 }
 
+/* ---- The ring kernel (sm_90; Q4_K and Q5_K at batch 9..16): the staged kernel's operations per output ----
+ *
+ * In the staged kernel the 4 warps of a block are the 4 super-block phases, so no two warps share a
+ * super-block: every warp stages its own activations (8 KB a super-block at batch 16, for 32 rows), and
+ * at 191 registers an SM holds 8 warps (Nsight Compute on an H200, Q4_K batch 16: 2 warps a scheduler,
+ * 0.57 of them eligible a cycle, DRAM 19% busy). Here a ring is RW warps of one row tile each (16 RW
+ * rows) walking the same super-blocks: a super-block's activations are copied once per ring, and every
+ * operand (the ring's blocks of that super-block and its activations) goes through a shared-memory ring
+ * of RING_ST super-blocks filled by 16-byte cp.async, RING_ST - 1 ahead (Q4_K and Q5_K blocks, 144 and
+ * 176 bytes, are 16-byte aligned), one barrier a super-block. 16 warps an SM either way:
+ *   PH = 4: a CTA is one ring of 8 warps (128 rows) walking all 4 phases, phase after phase (super-blocks
+ *           p, p + 4, ... in order), each phase's sum then added to the total: two CTAs an SM, used where
+ *           the row blocks alone fill the SMs;
+ *   PH = 1: a CTA is 4 rings of 4 warps (64 rows), ring p the phase p with its own named barrier, and
+ *           ring 0 adds the others' sums from shared memory at the end: one CTA an SM, 4 times the CTAs
+ *           of PH = 4 for the same rows (8192 rows: 128 CTAs). (Clusters of 4 one-phase CTAs were
+ *           measured first: an H200 keeps at most 62 clusters of two-per-SM CTAs resident, so 8192 rows,
+ *           64 clusters, took two waves, 1.4x the time.)
+ * Per output, superblock_staged, the special-value fallback, the phase sums and the final
+ * ((p0 + p1) + p2) + p3 are the staged kernel's: the same bits. */
+template <int T> __host__ __device__ constexpr int ring_bb() { return T == QG_Q4_K ? QG_Q4K_BYTES : QG_Q5K_BYTES; }
+/* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
+__host__ __device__ constexpr int ring_rw(int ph) { return ph == 4 ? 8 : 4; }
+/* a stage: the ring's 16 RW blocks of one super-block, then its activations (NT 8 columns of XS halves) */
+template <int T, int NT, int PH> __host__ __device__ constexpr int ring_stage_bytes() { return 16 * ring_rw(PH) * ring_bb<T>() + NT * 8 * XS * 2; }
+/* stages a ring: as many as 227 KB an SM hold (PH = 4: Q4_K 4 of 26.5 KB, Q5_K 3 of 30.5 KB, two CTAs;
+ * PH = 1: Q4_K 3 of 17.5 KB, Q5_K 2 of 19.5 KB, four rings) */
+template <int T, int PH> __host__ __device__ constexpr int ring_st() { return PH == 4 ? (T == QG_Q4_K ? 4 : 3) : (T == QG_Q4_K ? 3 : 2); }
+template <int T, int NT, int PH> constexpr int ring_smem() { return (PH == 4 ? 1 : 4) * ring_st<T, PH>() * ring_stage_bytes<T, NT, PH>(); }
+
+/* The words load_words() reads from global memory, from a block in shared memory. */
+template <int T>
+__device__ __forceinline__ void load_words_shared(const unsigned char *p, int t, uint32_t (&v)[wwords<T>::n])
+{
+    constexpr int QS = T == QG_Q4_K ? QG_Q4K_QS : QG_Q5K_QS;
+    const uint4 h = *reinterpret_cast<const uint4 *>(p);
+    v[0] = h.x;
+    v[1] = h.y;
+    v[2] = h.z;
+    v[3] = h.w;
+#pragma unroll
+    for (int c = 0; c < 4; c++)
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) v[4 + 2 * c + hh] = *reinterpret_cast<const uint32_t *>(p + QS + 32 * c + 16 * hh + 4 * t);
+    if constexpr (T == QG_Q5_K) {
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) v[12 + hh] = *reinterpret_cast<const uint32_t *>(p + QG_Q5K_QH + 16 * hh + 4 * t);
+    }
+}
+
+template <int T, int NT, int PH>
+__global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gemm_ring(const uint8_t *__restrict__ w, size_t rows, size_t nb,
+                                                                                    const __half *__restrict__ x, size_t cols, int batch,
+                                                                                    float *y32, uint16_t *y16)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int RW = ring_rw(PH), BB = ring_bb<T>(), SEG = BB / 16, W = wwords<T>::n, NC = NT * 8, NTH = RW * 32;
+    constexpr int RING_ROWS = 16 * RW, WB = RING_ROWS * BB, STB = ring_stage_bytes<T, NT, PH>();
+    constexpr int KW = (RING_ROWS * SEG + NTH - 1) / NTH, KX = NC * 32 / NTH; /* copies a thread and stage */
+    constexpr int RING_ST = ring_st<T, PH>();
+    extern __shared__ __align__(16) unsigned char dyn_smem[];
+    /* PH = 1: the CTA's 4 phase groups, each its own ring; tid, wid: the thread's and warp's place in its group */
+    const int grp = PH == 4 ? 0 : (int)threadIdx.x / NTH, tid = (int)threadIdx.x - grp * NTH, wid = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int p0 = grp; /* first phase */
+    const size_t row0 = (size_t)blockIdx.x * RING_ROWS;
+    unsigned char *const gsm = dyn_smem + grp * RING_ST * STB; /* the group's ring */
+    /* the ring's barrier: the CTA's (PH = 4) or the group's named barrier (1 + grp, its NTH threads) */
+    auto ring_sync = [&]() {
+        if constexpr (PH == 4) __syncthreads();
+        else asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "n"(NTH) : "memory");
+    };
+    /* super-blocks of phase p: p, p + 4, ... < nb */
+    auto count = [&](int p) { return (size_t)p < nb ? (int)((nb - (size_t)p + 3) / 4) : 0; };
+    /* the CTA's phases in the order they are walked and summed: p0 .. p0 + PH - 1 */
+#ifdef QG_CUDA_MUTANT_KQ_RING_PHASE_ORDER
+    /* a GPU-machine mutant: the phases walked (and so summed) as 0, 2, 1, 3, inside the bound */
+    auto phase = [&](int pi) { return p0 + (PH == 4 && (pi == 1 || pi == 2) ? 3 - pi : pi); };
+#else
+    auto phase = [&](int pi) { return p0 + pi; };
+#endif
+    /* columns past the batch stay zero in every stage (no copy writes them) */
+    for (int e = tid; e < RING_ST * (NC - batch) * 32; e += NTH) {
+        const int s = e / ((NC - batch) * 32), c = batch + (e / 32) % (NC - batch);
+        *reinterpret_cast<uint4 *>(gsm + s * STB + WB + c * XS * 2 + 16 * (e & 31)) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    /* the thread's copies: weight segment e = tid + NTH k (row e / SEG of the CTA, 16 bytes at 16 (e % SEG)
+     * of its block; rows past the end copy the last row, never stored) lands at 16 e of the stage; x
+     * segment e (column e / 32, halves 8 (e % 32) ..) at WB + column * XS + 8 (e % 32) halves */
+    const uint8_t *wsrc[KW];
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int e = tid + NTH * k, r = e < RING_ROWS * SEG ? e / SEG : 0;
+        const size_t row = row0 + (size_t)r < rows ? row0 + (size_t)r : rows - 1;
+        wsrc[k] = w + row * nb * BB + 16 * (e % SEG);
+    }
+    const __half *xsrc[KX];
+#pragma unroll
+    for (int k = 0; k < KX; k++) {
+        const int e = tid + NTH * k, c = e >> 5;
+        xsrc[k] = x + (size_t)(c < batch ? c : 0) * cols + 8 * (e & 31);
+    }
+    const bool wlast = tid + NTH * (KW - 1) < RING_ROWS * SEG; /* the last weight copy (the others always run) */
+    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(gsm);
+    const uint32_t xdst = WB + (uint32_t)((tid >> 5) * XS * 2 + 16 * (tid & 31)); /* x segment tid; + k NTH / 32 columns */
+    /* the copies run RING_ST - 1 super-blocks ahead through the CTA's sequence: its phases in order, each
+     * phase's super-blocks in order (ipi, ik: the next one's phase and place in it, icnt its phase's count) */
+    int islot = 0, ipi = 0, ik = 0, total = 0, icnt = count(phase(0));
+    for (int pi = 0; pi < PH; pi++) total += count(phase(pi));
+    auto issue = [&]() { /* the next super-block of the sequence into ring slot islot */
+        while (ik == icnt) ik = 0, icnt = count(phase(++ipi));
+        const size_t sb = (size_t)phase(ipi) + 4 * (size_t)ik++, off = sb * BB; /* the super-block, its byte offset in a row */
+        const uint32_t st = ring + (uint32_t)(islot * STB) + 16u * (uint32_t)tid;
+        islot = islot == RING_ST - 1 ? 0 : islot + 1;
+#pragma unroll
+        for (int k = 0; k < KW; k++)
+            if (k < KW - 1 || wlast) cp_async16_s(st + 16u * NTH * k, wsrc[k] + off);
+        const size_t xo = sb * QK; /* its first activation */
+#pragma unroll
+        for (int k = 0; k < KX; k++)
+            if (((tid + NTH * k) >> 5) < batch) cp_async16_s(st - 16u * (uint32_t)tid + xdst + (uint32_t)(k * (NTH / 32) * XS * 2), xsrc[k] + xo);
+    };
+#pragma unroll
+    for (int i = 0; i < RING_ST - 1; i++) {
+        if (i < total) issue();
+        cp_async_commit();
+    }
+    const size_t ra = row0 + 16 * (size_t)wid + (size_t)g, rb = ra + 8;
+    const uint8_t *wa = w + (ra < rows ? ra : rows - 1) * nb * BB, *wb = w + (rb < rows ? rb : rows - 1) * nb * BB;
+    float tot[NT][4];
+    int cslot = 0, i = 0;
+    for (int pi = 0; pi < PH; pi++) {
+        const int p = phase(pi);
+        /* the phase's running sum, as one staged warp's */
+        float acc[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[n][j] = 0.0f;
+        const int np = count(p);
+        for (int k = 0; k < np; k++, i++) {
+            cp_async_wait<RING_ST - 2>(); /* this thread's copies of super-block i of the sequence have landed */
+            ring_sync();                  /* everyone's have, and every warp is done with the slot refilled next */
+            if (i + RING_ST - 1 < total) issue();
+            cp_async_commit();
+            const unsigned char *st = gsm + cslot * STB;
+            cslot = cslot == RING_ST - 1 ? 0 : cslot + 1;
+            uint32_t va[1][W], vb[1][W];
+            load_words_shared<T>(st + (16 * wid + g) * BB, t, va[0]);
+            load_words_shared<T>(st + (16 * wid + g + 8) * BB, t, vb[0]);
+            float part[1][NT][4];
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) part[0][n][j] = 0.0f;
+            uint32_t xsp[1];
+            superblock_staged<T, NT, 1, 1>(va, vb, reinterpret_cast<const __half *>(st + WB), g, t, part, xsp);
+            const size_t sb = (size_t)p + 4 * (size_t)k;
+            const bool spa = special_scales<T>(va[0]), spb = special_scales<T>(vb[0]);
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int col = 8 * n + 2 * t + (j & 1);
+                    if (((j < 2 ? spa : spb) || ((xsp[0] >> (4 * n + j)) & 1u)) && col < batch)
+                        part[0][n][j] = special_part_staged<T>((j < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
+                    acc[n][j] = __fadd_rn(acc[n][j], part[0][n][j]);
+                }
+        }
+        /* the phase sums meet in the staged kernel's order, ((p0 + p1) + p2) + p3 */
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) tot[n][j] = pi == 0 ? acc[n][j] : __fadd_rn(tot[n][j], acc[n][j]);
+    }
+    if constexpr (PH == 1) {
+        /* the phase sums meet in group 0: groups 1..3 leave theirs in the (now idle) rings */
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        __syncthreads();
+        float *red = reinterpret_cast<float *>(dyn_smem); /* [group - 1][output][thread] */
+        if (grp > 0)
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) red[((grp - 1) * NT * 4 + 4 * n + j) * NTH + tid] = tot[n][j];
+        __syncthreads();
+        if (grp != 0) return;
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float *r = red + (4 * n + j) * NTH + tid, *r1 = r, *r2 = r + NT * 4 * NTH, *r3 = r + 2 * NT * 4 * NTH;
+#ifdef QG_CUDA_MUTANT_KQ_RING_PHASE_ORDER
+                tot[n][j] = __fadd_rn(__fadd_rn(__fadd_rn(tot[n][j], *r2), *r1), *r3); /* the mutant, as above */
+#else
+                tot[n][j] = __fadd_rn(__fadd_rn(__fadd_rn(tot[n][j], *r1), *r2), *r3);
+#endif
+            }
+    }
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int col = 8 * n + 2 * t + (j & 1);
+            const size_t row = j < 2 ? ra : rb;
+            if (col < batch && row < rows) {
+                if (y32) y32[(size_t)col * rows + row] = tot[n][j];
+                if (y16) y16[(size_t)col * rows + row] = f32_to_f16_bits(tot[n][j]);
+            }
+        }
+#endif
+}
+
 /* Row tiles per warp of the staged kernel: 2, except Q5_K at batch 1..8 (one tile: its two-tile kernel
  * needs 168-179 registers there and measured 1.28-1.44x cuBLAS fp16 at batch 1 on an H100 against
  * 1.65-1.81x with one) and Q6_K at batch 9..16 (one tile: 8-12% faster on an H200; with two it needs
@@ -1032,6 +1251,62 @@ int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __h
     return QG_ERR_ok;
 }
 
+/* Where the ring kernel runs: an sm_90 device (the rings take 160-210 KB of shared memory an SM; measured
+ * on the H200 only), Q4_K and Q5_K, batch ring_config().min_batch .. 16 (QG_CUDA_KQ_RING_MIN, default 9),
+ * unless QG_CUDA_KQ_MMA_TILES pins the staged kernel or QG_CUDA_KQ_MMA_RING=0. QG_CUDA_KQ_RING_PH = 1 or
+ * 4 pins the phases a ring. Tuning knobs: every value gives the same bits. */
+struct ring_cfg {
+    bool sm90;
+    int min_batch, ph, sms;
+};
+ring_cfg ring_config()
+{
+    static const ring_cfg c = [] {
+        ring_cfg r = {false, 9, 0, 0};
+        int dev = 0, major = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
+            r.sm90 = major == 9;
+        (void)cudaGetLastError();
+        r.sms = qg_cuda_sm_count();
+        const char *env = getenv("QG_CUDA_KQ_MMA_RING");
+        if (env != nullptr && env[0] == '0' && env[1] == '\0') r.sm90 = false;
+        env = getenv("QG_CUDA_KQ_RING_MIN");
+        if (env != nullptr && atoi(env) >= 1 && atoi(env) <= 16) r.min_batch = atoi(env);
+        env = getenv("QG_CUDA_KQ_RING_PH");
+        if (env != nullptr && (env[0] == '1' || env[0] == '4') && env[1] == '\0') r.ph = env[0] - '0';
+        return r;
+    }();
+    return c;
+}
+
+template <int T, int NT, int PH>
+int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
+                   cudaStream_t s)
+{
+    static bool attr_set = false;
+    constexpr int smem = ring_smem<T, NT, PH>(), rows_per_cta = 16 * ring_rw(PH);
+    if (!attr_set) {
+        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_ring)", e);
+        attr_set = true;
+    }
+    const unsigned blocks = (unsigned)((rows + rows_per_cta - 1) / rows_per_cta);
+    k_kq_gemm_ring<T, NT, PH><<<blocks, PH == 4 ? 256 : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_ring launch", e);
+}
+
+/* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */
+template <int T, int NT>
+int launch_ring(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
+                cudaStream_t s)
+{
+    const ring_cfg c = ring_config();
+    const int ph = c.ph != 0 ? c.ph : 4 * ((rows + 127) / 128) >= (size_t)(3 * 2 * c.sms) ? 4 : 1;
+    return ph == 4 ? launch_ring_ph<T, NT, 4>(w, rows, nb, x, cols, batch, y32, y16, s)
+                   : launch_ring_ph<T, NT, 1>(w, rows, nb, x, cols, batch, y32, y16, s);
+}
+
 /* The staged kernel for this batch: column tiles per warp NT and column groups CG (0: none fits, run
  * k_kq_gemm). Batch 1..8 one tile, 9..16 two tiles a warp, 17..32 four groups of one tile where the
  * device has the shared memory for them (one row tile a warp there: with two, 128 registers a thread
@@ -1056,6 +1331,12 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     const size_t nb = cols / QK, bb = qg_kq_block_bytes((qg_ktype)T);
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
     const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch);
+    if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
+        const ring_cfg rc = ring_config();
+        if (rc.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= rc.min_batch && B <= 16 && ((uintptr_t)x & 15u) == 0 &&
+            ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin)
+            return B <= 8 ? launch_ring<T, 1>(w, rows, nb, x, cols, B, y32, y16, s) : launch_ring<T, 2>(w, rows, nb, x, cols, B, y32, y16, s);
+    }
     int nt = 0, cg = 0;
     if (tiles > 0 && ((uintptr_t)x & 15u) == 0) staged_shape((qg_ktype)T, batch, staged_colgroups(), optin, &nt, &cg);
     if (nt > 0) {
