@@ -27,8 +27,8 @@
  * in registers, one activation fragment serving every row tile. Batch 17..32 (Q6_K 25..32; where the device has 204 KB of shared
  * memory for a block): the staged kernel in blocks of 4 column groups of 8 columns, 16 warps. Else:
  * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory. On sm_90,
- * Q4_K and Q5_K at batch 9..16 run k_kq_gemm_ring instead (a CTA's warps share each super-block's
- * operands through a shared-memory ring; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
+ * batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 runs k_kq_gemm_ring instead (a CTA's warps share each
+ * super-block's operands through a shared-memory ring; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
  * QG_CUDA_KQ_MMA_COLGROUPS (0: k_kq_gemm at 17..32) are tuning knobs; every value gives the same bits.
  *
  * Batch invariance by construction: a column's mma result depends only on that column of B and of C, the
@@ -812,11 +812,13 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src)
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(__cvta_generic_to_global(src)) : "memory");
 }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 /* used by the ring kernel only (sm_90) */
 /* the same to a shared-memory address */
 __device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *src)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(__cvta_generic_to_global(src)) : "memory");
 }
+#endif
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
@@ -857,7 +859,8 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
     extern __shared__ __align__(16) unsigned char dyn_smem[];
     const int wid = threadIdx.x >> 5, warp = wid & (WARPS - 1), grp = wid / WARPS, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     /* this warp's column group: columns col0 .. col0 + gbatch - 1 of the call, as columns 0 .. gbatch - 1 */
-    const int col0 = grp * NC, gbatch = batch - col0 < NC ? batch - col0 : NC;
+    /* (a group past the batch has none: 0, so it zero-fills only its own stages and stores nothing) */
+    const int col0 = grp * NC, gbatch = batch - col0 < NC ? (batch - col0 > 0 ? batch - col0 : 0) : NC;
     x += (size_t)col0 * cols;
     if (y32) y32 += (size_t)col0 * rows;
     if (y16) y16 += (size_t)col0 * rows;
@@ -989,7 +992,7 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
             }
 }
 
-/* ---- The ring kernel (sm_90; Q4_K and Q5_K at batch 9..16): the staged kernel's operations per output ----
+/* ---- The ring kernel (sm_90; batch 1..16, every type): the staged kernel's operations per output ----
  *
  * In the staged kernel the 4 warps of a block are the 4 super-block phases, so no two warps share a
  * super-block: every warp stages its own activations (8 KB a super-block at batch 16, for 32 rows), and
@@ -997,8 +1000,10 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
  * 0.57 of them eligible a cycle, DRAM 19% busy). Here a ring is RW warps of one row tile each (16 RW
  * rows) walking the same super-blocks: a super-block's activations are copied once per ring, and every
  * operand (the ring's blocks of that super-block and its activations) goes through a shared-memory ring
- * of RING_ST super-blocks filled by 16-byte cp.async, RING_ST - 1 ahead (Q4_K and Q5_K blocks, 144 and
- * 176 bytes, are 16-byte aligned), one barrier a super-block. 16 warps an SM either way:
+ * of RING_ST super-blocks filled by 16-byte cp.async, RING_ST - 1 ahead, one barrier a super-block. Q4_K
+ * and Q5_K blocks (144, 176 bytes) are 16-byte aligned and copied as they are; a Q6_K block (210 bytes, at
+ * a 2-byte offset) or Q8_K block (292, 4-byte) as the 16-byte segments that cover it, read from its offset
+ * in them. 16 warps an SM either way:
  *   PH = 4: a CTA is one ring of 8 warps (128 rows) walking all 4 phases, phase after phase (super-blocks
  *           p, p + 4, ... in order), each phase's sum then added to the total: two CTAs an SM, used where
  *           the row blocks alone fill the SMs;
@@ -1009,35 +1014,69 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
  *           64 clusters, took two waves, 1.4x the time.)
  * Per output, superblock_staged, the special-value fallback, the phase sums and the final
  * ((p0 + p1) + p2) + p3 are the staged kernel's: the same bits. */
-template <int T> __host__ __device__ constexpr int ring_bb() { return T == QG_Q4_K ? QG_Q4K_BYTES : QG_Q5K_BYTES; }
+template <int T> __host__ __device__ constexpr int ring_bb()
+{
+    return T == QG_Q4_K ? QG_Q4K_BYTES : T == QG_Q5_K ? QG_Q5K_BYTES : T == QG_Q6_K ? QG_Q6K_BYTES : QG_Q8K_BYTES;
+}
+/* A row's slot in a stage: the block itself where blocks are 16-byte aligned (Q4_K, Q5_K); else the
+ * 16-byte segments that cover it (Q6_K 210 bytes at a 2-byte offset: 14 segments; Q8_K 292 at a 4-byte
+ * offset: 19), the block starting (its offset mod 16) bytes in. */
+template <int T> __host__ __device__ constexpr int ring_slot() { return T == QG_Q6_K ? 224 : T == QG_Q8_K ? 304 : ring_bb<T>(); }
 /* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
 __host__ __device__ constexpr int ring_rw(int ph) { return ph == 4 ? 8 : 4; }
-/* a stage: the ring's 16 RW blocks of one super-block, then its activations (NT 8 columns of XS halves) */
-template <int T, int NT, int PH> __host__ __device__ constexpr int ring_stage_bytes() { return 16 * ring_rw(PH) * ring_bb<T>() + NT * 8 * XS * 2; }
-/* stages a ring: as many as 227 KB an SM hold (PH = 4: Q4_K 4 of 26.5 KB, Q5_K 3 of 30.5 KB, two CTAs;
- * PH = 1: Q4_K 3 of 17.5 KB, Q5_K 2 of 19.5 KB, four rings) */
-template <int T, int PH> __host__ __device__ constexpr int ring_st() { return PH == 4 ? (T == QG_Q4_K ? 4 : 3) : (T == QG_Q4_K ? 3 : 2); }
+/* a stage: the ring's 16 RW row slots of one super-block, then its activations (NT 8 columns of XS halves) */
+template <int T, int NT, int PH> __host__ __device__ constexpr int ring_stage_bytes() { return 16 * ring_rw(PH) * ring_slot<T>() + NT * 8 * XS * 2; }
+/* stages a ring: as many as 227 KB an SM hold (PH = 4, two CTAs: Q4_K 4 of 26.5 KB, Q5_K 3 of 30.5 KB,
+ * Q6_K 3 of 36.5 KB, Q8_K 2 of 46.5 KB; PH = 1, four rings: Q4_K 3 of 17.5 KB, the others 2 of 19.5 to
+ * 27.5 KB) */
+template <int T, int PH> __host__ __device__ constexpr int ring_st()
+{
+    return PH == 4 ? (T == QG_Q4_K ? 4 : T == QG_Q8_K ? 2 : 3) : (T == QG_Q4_K ? 3 : 2);
+}
 template <int T, int NT, int PH> constexpr int ring_smem() { return (PH == 4 ? 1 : 4) * ring_st<T, PH>() * ring_stage_bytes<T, NT, PH>(); }
 
-/* The words load_words() reads from global memory, from a block in shared memory. */
+/* The words load_words() (and, for Q6_K, q6_align_words()) give, from a block at p in shared memory
+ * (Q6_K: p even, possibly 2 bytes past a 4-byte boundary: each word from two 2-byte reads). */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* the ring kernel's (sm_90) */
+__device__ __forceinline__ uint32_t lds_u32_a2(const unsigned char *p)
+{
+    const uint16_t *q = reinterpret_cast<const uint16_t *>(p);
+    return (uint32_t)q[0] | ((uint32_t)q[1] << 16);
+}
 template <int T>
 __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t, uint32_t (&v)[wwords<T>::n])
 {
-    constexpr int QS = T == QG_Q4_K ? QG_Q4K_QS : QG_Q5K_QS;
-    const uint4 h = *reinterpret_cast<const uint4 *>(p);
-    v[0] = h.x;
-    v[1] = h.y;
-    v[2] = h.z;
-    v[3] = h.w;
+    if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
+        constexpr int QS = T == QG_Q4_K ? QG_Q4K_QS : QG_Q5K_QS;
+        const uint4 h = *reinterpret_cast<const uint4 *>(p);
+        v[0] = h.x;
+        v[1] = h.y;
+        v[2] = h.z;
+        v[3] = h.w;
 #pragma unroll
-    for (int c = 0; c < 4; c++)
+        for (int c = 0; c < 4; c++)
 #pragma unroll
-        for (int hh = 0; hh < 2; hh++) v[4 + 2 * c + hh] = *reinterpret_cast<const uint32_t *>(p + QS + 32 * c + 16 * hh + 4 * t);
-    if constexpr (T == QG_Q5_K) {
+            for (int hh = 0; hh < 2; hh++) v[4 + 2 * c + hh] = *reinterpret_cast<const uint32_t *>(p + QS + 32 * c + 16 * hh + 4 * t);
+        if constexpr (T == QG_Q5_K) {
 #pragma unroll
-        for (int hh = 0; hh < 2; hh++) v[12 + hh] = *reinterpret_cast<const uint32_t *>(p + QG_Q5K_QH + 16 * hh + 4 * t);
+            for (int hh = 0; hh < 2; hh++) v[12 + hh] = *reinterpret_cast<const uint32_t *>(p + QG_Q5K_QH + 16 * hh + 4 * t);
+        }
+    } else if constexpr (T == QG_Q6_K) {
+#pragma unroll
+        for (int s = 0; s < 12; s++) v[s] = lds_u32_a2(p + 16 * s + 4 * t);
+#pragma unroll
+        for (int i = 0; i < 4; i++) v[12 + i] = lds_u32_a2(p + QG_Q6K_SCALES + 4 * i);
+        v[16] = *reinterpret_cast<const uint16_t *>(p + QG_Q6K_D);
+    } else {
+        v[0] = *reinterpret_cast<const uint32_t *>(p + QG_Q8K_D);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) v[1 + 2 * j + hh] = *reinterpret_cast<const uint32_t *>(p + QG_Q8K_QS + 32 * j + 16 * hh + 4 * t);
     }
 }
+
+#endif
 
 template <int T, int NT, int PH>
 __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gemm_ring(const uint8_t *__restrict__ w, size_t rows, size_t nb,
@@ -1045,8 +1084,9 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
                                                                                     float *y32, uint16_t *y16)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int RW = ring_rw(PH), BB = ring_bb<T>(), SEG = BB / 16, W = wwords<T>::n, NC = NT * 8, NTH = RW * 32;
-    constexpr int RING_ROWS = 16 * RW, WB = RING_ROWS * BB, STB = ring_stage_bytes<T, NT, PH>();
+    constexpr int RW = ring_rw(PH), BB = ring_bb<T>(), SLOT = ring_slot<T>(), SEG = SLOT / 16, W = wwords<T>::n, NC = NT * 8;
+    constexpr int NTH = RW * 32, RING_ROWS = 16 * RW, WB = RING_ROWS * SLOT, STB = ring_stage_bytes<T, NT, PH>();
+    constexpr bool ALIGNED = BB % 16 == 0;
     constexpr int KW = (RING_ROWS * SEG + NTH - 1) / NTH, KX = NC * 32 / NTH; /* copies a thread and stage */
     constexpr int RING_ST = ring_st<T, PH>();
     extern __shared__ __align__(16) unsigned char dyn_smem[];
@@ -1056,10 +1096,14 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
     const int p0 = grp; /* first phase */
     const size_t row0 = (size_t)blockIdx.x * RING_ROWS;
     unsigned char *const gsm = dyn_smem + grp * RING_ST * STB; /* the group's ring */
-    /* the ring's barrier: the CTA's (PH = 4) or the group's named barrier (1 + grp, its NTH threads) */
+    /* the ring's barrier: the CTA's (PH = 4) or the group's named barrier 1 + grp of its NTH threads (an
+     * immediate id: the branch is uniform in a warp) */
     auto ring_sync = [&]() {
         if constexpr (PH == 4) __syncthreads();
-        else asm volatile("bar.sync %0, %1;\n" ::"r"(1 + grp), "n"(NTH) : "memory");
+        else if (grp == 0) asm volatile("bar.sync 1, %0;\n" ::"n"(NTH) : "memory");
+        else if (grp == 1) asm volatile("bar.sync 2, %0;\n" ::"n"(NTH) : "memory");
+        else if (grp == 2) asm volatile("bar.sync 3, %0;\n" ::"n"(NTH) : "memory");
+        else asm volatile("bar.sync 4, %0;\n" ::"n"(NTH) : "memory");
     };
     /* super-blocks of phase p: p, p + 4, ... < nb */
     auto count = [&](int p) { return (size_t)p < nb ? (int)((nb - (size_t)p + 3) / 4) : 0; };
@@ -1075,16 +1119,25 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
         const int s = e / ((NC - batch) * 32), c = batch + (e / 32) % (NC - batch);
         *reinterpret_cast<uint4 *>(gsm + s * STB + WB + c * XS * 2 + 16 * (e & 31)) = make_uint4(0u, 0u, 0u, 0u);
     }
-    /* the thread's copies: weight segment e = tid + NTH k (row e / SEG of the CTA, 16 bytes at 16 (e % SEG)
-     * of its block; rows past the end copy the last row, never stored) lands at 16 e of the stage; x
-     * segment e (column e / 32, halves 8 (e % 32) ..) at WB + column * XS + 8 (e % 32) halves */
-    const uint8_t *wsrc[KW];
+    /* the thread's copies: weight segment e = tid + NTH k (row e / SEG of the ring; rows past the end copy
+     * the last row, never stored) lands at 16 e of the stage: 16 bytes at 16 (e % SEG) of the row's block
+     * (aligned types), else of the 16-byte segments that cover the block (the row's first at its block's
+     * offset rounded down to 16; a segment past the end of the weights, only ever the last block's, is
+     * copied byte by byte up to the end). x segment e (column e / 32, halves 8 (e % 32) ..) at WB + column
+     * XS + 8 (e % 32) halves */
+    const uint8_t *wsrc[KW];                                        /* aligned types: the copy's source at super-block 0 */
+    uint32_t wrel[KW], wseg[KW];                                     /* else: its row's first byte from the ring's, 16 (e % SEG) */
+    const uint8_t *const wring = w + row0 * nb * BB;                 /* the ring's first row */
+    const uint32_t wring_lo = (uint32_t)(row0 * nb * BB);            /* its offset mod 2^32 (for the offsets mod 16) */
 #pragma unroll
     for (int k = 0; k < KW; k++) {
         const int e = tid + NTH * k, r = e < RING_ROWS * SEG ? e / SEG : 0;
         const size_t row = row0 + (size_t)r < rows ? row0 + (size_t)r : rows - 1;
         wsrc[k] = w + row * nb * BB + 16 * (e % SEG);
+        wrel[k] = (uint32_t)((row - row0) * nb * BB); /* < 2^32: checked by the launch */
+        wseg[k] = 16u * (uint32_t)(e % SEG);
     }
+    const uint8_t *const wend = w + rows * nb * BB;
     const __half *xsrc[KX];
 #pragma unroll
     for (int k = 0; k < KX; k++) {
@@ -1105,7 +1158,17 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
         islot = islot == RING_ST - 1 ? 0 : islot + 1;
 #pragma unroll
         for (int k = 0; k < KW; k++)
-            if (k < KW - 1 || wlast) cp_async16_s(st + 16u * NTH * k, wsrc[k] + off);
+            if (k < KW - 1 || wlast) {
+                if constexpr (ALIGNED) cp_async16_s(st + 16u * NTH * k, wsrc[k] + off);
+                else {
+                    const uint32_t rel = wrel[k] + (uint32_t)off;
+                    const uint8_t *src = wring + (rel - ((wring_lo + rel) & 15u)) + wseg[k];
+                    if (src + 16 <= wend) cp_async16_s(st + 16u * NTH * k, src);
+                    else
+                        for (int i = 0; src + i < wend; i++)
+                            asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(st + 16u * NTH * k + i), "r"((uint32_t)src[i]) : "memory");
+                }
+            }
         const size_t xo = sb * QK; /* its first activation */
 #pragma unroll
         for (int k = 0; k < KX; k++)
@@ -1137,8 +1200,11 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
             const unsigned char *st = gsm + cslot * STB;
             cslot = cslot == RING_ST - 1 ? 0 : cslot + 1;
             uint32_t va[1][W], vb[1][W];
-            load_words_shared<T>(st + (16 * wid + g) * BB, t, va[0]);
-            load_words_shared<T>(st + (16 * wid + g + 8) * BB, t, vb[0]);
+            const size_t sb = (size_t)p + 4 * (size_t)k;
+            /* the block's place in its slot: its offset mod 16 (0 for the aligned types) */
+            const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
+            load_words_shared<T>(st + (16 * wid + g) * SLOT + oa, t, va[0]);
+            load_words_shared<T>(st + (16 * wid + g + 8) * SLOT + ob, t, vb[0]);
             float part[1][NT][4];
 #pragma unroll
             for (int n = 0; n < NT; n++)
@@ -1146,7 +1212,6 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
                 for (int j = 0; j < 4; j++) part[0][n][j] = 0.0f;
             uint32_t xsp[1];
             superblock_staged<T, NT, 1, 1>(va, vb, reinterpret_cast<const __half *>(st + WB), g, t, part, xsp);
-            const size_t sb = (size_t)p + 4 * (size_t)k;
             const bool spa = special_scales<T>(va[0]), spb = special_scales<T>(vb[0]);
 #pragma unroll
             for (int n = 0; n < NT; n++)
@@ -1165,22 +1230,24 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
             for (int j = 0; j < 4; j++) tot[n][j] = pi == 0 ? acc[n][j] : __fadd_rn(tot[n][j], acc[n][j]);
     }
     if constexpr (PH == 1) {
-        /* the phase sums meet in group 0: groups 1..3 leave theirs in the (now idle) rings */
+        /* the phase sums meet in group 0: groups 1..3 leave theirs in their own (now idle) rings */
         asm volatile("cp.async.wait_all;\n" ::: "memory");
         __syncthreads();
-        float *red = reinterpret_cast<float *>(dyn_smem); /* [group - 1][output][thread] */
         if (grp > 0)
 #pragma unroll
             for (int n = 0; n < NT; n++)
 #pragma unroll
-                for (int j = 0; j < 4; j++) red[((grp - 1) * NT * 4 + 4 * n + j) * NTH + tid] = tot[n][j];
+                for (int j = 0; j < 4; j++) reinterpret_cast<float *>(gsm)[(4 * n + j) * NTH + tid] = tot[n][j];
         __syncthreads();
         if (grp != 0) return;
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const float *r = red + (4 * n + j) * NTH + tid, *r1 = r, *r2 = r + NT * 4 * NTH, *r3 = r + 2 * NT * 4 * NTH;
+                const int o = (4 * n + j) * NTH + tid;
+                const float *r1 = reinterpret_cast<const float *>(dyn_smem + RING_ST * STB) + o;
+                const float *r2 = reinterpret_cast<const float *>(dyn_smem + 2 * RING_ST * STB) + o;
+                const float *r3 = reinterpret_cast<const float *>(dyn_smem + 3 * RING_ST * STB) + o;
 #ifdef QG_CUDA_MUTANT_KQ_RING_PHASE_ORDER
                 tot[n][j] = __fadd_rn(__fadd_rn(__fadd_rn(tot[n][j], *r2), *r1), *r3); /* the mutant, as above */
 #else
@@ -1252,17 +1319,19 @@ int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __h
 }
 
 /* Where the ring kernel runs: an sm_90 device (the rings take 160-210 KB of shared memory an SM; measured
- * on the H200 only), Q4_K and Q5_K, batch ring_config().min_batch .. 16 (QG_CUDA_KQ_RING_MIN, default 9),
+ * on the H200 only), batch ring_config().min_batch[type] .. 16 (QG_CUDA_KQ_RING_MIN sets it for all types),
  * unless QG_CUDA_KQ_MMA_TILES pins the staged kernel or QG_CUDA_KQ_MMA_RING=0. QG_CUDA_KQ_RING_PH = 1 or
  * 4 pins the phases a ring. Tuning knobs: every value gives the same bits. */
 struct ring_cfg {
     bool sm90;
-    int min_batch, ph, sms;
+    int min_batch[4], ph, sms;
 };
 ring_cfg ring_config()
 {
     static const ring_cfg c = [] {
-        ring_cfg r = {false, 9, 0, 0};
+        /* from batch 8 (Q4_K), 4 (Q5_K, Q6_K), 1 (Q8_K): where it measured faster than the staged kernel on
+         * the standard shapes (H200; Q4_K at 1..4 and Q5_K/Q6_K at 1..2 were up to 7% slower on 28672x8192) */
+        ring_cfg r = {false, {8, 4, 4, 1}, 0, 0};
         int dev = 0, major = 0;
         if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
             r.sm90 = major == 9;
@@ -1271,7 +1340,7 @@ ring_cfg ring_config()
         const char *env = getenv("QG_CUDA_KQ_MMA_RING");
         if (env != nullptr && env[0] == '0' && env[1] == '\0') r.sm90 = false;
         env = getenv("QG_CUDA_KQ_RING_MIN");
-        if (env != nullptr && atoi(env) >= 1 && atoi(env) <= 16) r.min_batch = atoi(env);
+        if (env != nullptr && atoi(env) >= 1 && atoi(env) <= 16) r.min_batch[0] = r.min_batch[1] = r.min_batch[2] = r.min_batch[3] = atoi(env);
         env = getenv("QG_CUDA_KQ_RING_PH");
         if (env != nullptr && (env[0] == '1' || env[0] == '4') && env[1] == '\0') r.ph = env[0] - '0';
         return r;
@@ -1331,9 +1400,11 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     const size_t nb = cols / QK, bb = qg_kq_block_bytes((qg_ktype)T);
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
     const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch);
-    if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
+    {
         const ring_cfg rc = ring_config();
-        if (rc.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= rc.min_batch && B <= 16 && ((uintptr_t)x & 15u) == 0 &&
+        /* the ring kernel keeps a ring's byte offsets (128 rows) in 32 bits */
+        if (rc.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= rc.min_batch[T] && B <= 16 && ((uintptr_t)x & 15u) == 0 &&
+            128 * nb * bb < ((size_t)1 << 32) &&
             ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin)
             return B <= 8 ? launch_ring<T, 1>(w, rows, nb, x, cols, B, y32, y16, s) : launch_ring<T, 2>(w, rows, nb, x, cols, B, y32, y16, s);
     }

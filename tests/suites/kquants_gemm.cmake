@@ -15,9 +15,9 @@ if(QG_HAVE_CUDA)
   endforeach()
   qg_add_test(NAME gpu.kq_gemm.cuda.nogroups LABELS gpu COMMAND test_kq_gemm cuda)
   set_property(TEST gpu.kq_gemm.cuda.nogroups APPEND PROPERTY ENVIRONMENT QG_CUDA_KQ_MMA_COLGROUPS=0)
-  # The ring kernel (sm_90: Q4_K and Q5_K at batch 9..16 by default; the test's shapes are small, so the
-  # default takes its CTAs of 4 phase groups): ring.ph4 pins its CTAs of all four phases, ring.all runs it
-  # from batch 1 (its one-column-tile kernels), ring.off leaves those batches to the staged kernel.
+  # The ring kernel (sm_90: from batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 by default; the test's
+  # shapes are small, so the default takes its CTAs of 4 phase groups): ring.ph4 pins its CTAs of all four
+  # phases, ring.all runs it from batch 1 for every type, ring.off leaves batch 1..16 to the staged kernel.
   foreach(v "ph4;QG_CUDA_KQ_RING_PH=4" "all;QG_CUDA_KQ_RING_MIN=1" "off;QG_CUDA_KQ_MMA_RING=0")
     list(GET v 0 name)
     list(SUBLIST v 1 -1 envs)
