@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # For GPU runners: build with CUDA, run the whole ctest suite with QG_REQUIRE_GPU=1 (a missing or broken
-# GPU fails instead of skipping), then the audit and compute-sanitizer over the rANS fixtures. JUnit goes
+# GPU fails instead of skipping), then the audit and compute-sanitizer over the rANS fixtures and the
+# K-quant ring kernel. JUnit goes
 # to build/junit-gpu.xml. Nothing here waits on the network: set-up decides once whether the package
 # index answers and, offline, uses what is installed.
 #
@@ -37,6 +38,10 @@ timed "compute-sanitizer: rANS fixtures (corrupt corpus included) on CUDA"
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1 || true)
 if [ -n "$CS" ]; then
     "$CS" --error-exitcode 1 build/bin/golden_test --format rans --backend cuda --golden golden
+    # The K-quant ring kernel (sm_90; elsewhere it never launches and the step checks nothing new) at every
+    # batch of every type, shapes whose last block ends inside a 16-byte segment included.
+    timed "compute-sanitizer: the K-quant ring kernel (memcheck)"
+    QG_CUDA_KQ_RING_MIN=1 "$CS" --tool memcheck --kernel-name kns=k_kq_gemm_ring --error-exitcode 1 build/bin/test_kq_gemm cuda
 else
     echo "compute-sanitizer not found: step skipped" >&2
 fi
