@@ -549,12 +549,15 @@ template <int T, int NT> __host__ __device__ constexpr int xstages() { return T 
 /* Weight words a thread keeps per row and super-block (the loads of superblock() above, in registers). */
 template <int T> struct wwords { static constexpr int n = T == QG_Q4_K ? 12 : T == QG_Q5_K ? 14 : 17; };
 
-template <int T>
-__device__ __forceinline__ void load_words(const uint8_t *p, int t, uint32_t (&v)[wwords<T>::n])
+/* A thread's words of a Q4_K, Q5_K or Q8_K block at p (Q4_K/Q5_K: d, dmin and the scales as one 16-byte
+ * load, then the code words of each 32-byte chunk's two halves, Q5_K the qh words; Q8_K: d, then the
+ * code words), loaded by L::u32 and L::u128 (global or shared memory). */
+template <int T, class L>
+__device__ __forceinline__ void gather_words(const uint8_t *p, int t, uint32_t (&v)[wwords<T>::n])
 {
     if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
         constexpr int QS = T == QG_Q4_K ? QG_Q4K_QS : QG_Q5K_QS;
-        const uint4 h = __ldg(reinterpret_cast<const uint4 *>(p));
+        const uint4 h = L::u128(p);
         v[0] = h.x;
         v[1] = h.y;
         v[2] = h.z;
@@ -562,12 +565,30 @@ __device__ __forceinline__ void load_words(const uint8_t *p, int t, uint32_t (&v
 #pragma unroll
         for (int c = 0; c < 4; c++)
 #pragma unroll
-            for (int hh = 0; hh < 2; hh++) v[4 + 2 * c + hh] = ld_u32(p + QS + 32 * c + 16 * hh + 4 * t);
+            for (int hh = 0; hh < 2; hh++) v[4 + 2 * c + hh] = L::u32(p + QS + 32 * c + 16 * hh + 4 * t);
         if constexpr (T == QG_Q5_K) {
 #pragma unroll
-            for (int hh = 0; hh < 2; hh++) v[12 + hh] = ld_u32(p + QG_Q5K_QH + 16 * hh + 4 * t);
+            for (int hh = 0; hh < 2; hh++) v[12 + hh] = L::u32(p + QG_Q5K_QH + 16 * hh + 4 * t);
         }
-    } else if constexpr (T == QG_Q6_K) {
+    } else if constexpr (T == QG_Q8_K) {
+        v[0] = L::u32(p + QG_Q8K_D);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) v[1 + 2 * j + hh] = L::u32(p + QG_Q8K_QS + 32 * j + 16 * hh + 4 * t);
+    }
+}
+struct ld_global {
+    static __device__ __forceinline__ uint32_t u32(const uint8_t *p) { return ld_u32(p); }
+    static __device__ __forceinline__ uint4 u128(const uint8_t *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+};
+
+template <int T>
+__device__ __forceinline__ void load_words(const uint8_t *p, int t, uint32_t (&v)[wwords<T>::n])
+{
+    if constexpr (T != QG_Q6_K) {
+        gather_words<T, ld_global>(p, t, v);
+    } else {
         /* Raw aligned words; q6_align_words() turns them into the words at the block's own offsets once
          * they have landed. A 210-byte block starts 2 bytes past a 4-byte boundary every other block
          * (odd = 1). Word s (0..11) is the 4-byte-aligned word at byte 16 s + 4 t + 2 odd of the block
@@ -581,12 +602,6 @@ __device__ __forceinline__ void load_words(const uint8_t *p, int t, uint32_t (&v
 #pragma unroll
         for (int i = 0; i < 4; i++) v[12 + i] = ld_u32(pa + QG_Q6K_SCALES + 4 * i);
         v[16] = (uint32_t)__ldg(reinterpret_cast<const uint16_t *>(odd ? p : p + QG_Q6K_D));
-    } else {
-        v[0] = __ldg(reinterpret_cast<const uint32_t *>(p + QG_Q8K_D));
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) v[1 + 2 * j + hh] = ld_u32(p + QG_Q8K_QS + 32 * j + 16 * hh + 4 * t);
     }
 }
 
@@ -1038,6 +1053,10 @@ template <int T, int NT, int PH> constexpr int ring_smem() { return (PH == 4 ? 1
 /* The words load_words() (and, for Q6_K, q6_align_words()) give, from a block at p in shared memory
  * (Q6_K: p even, possibly 2 bytes past a 4-byte boundary: each word from two 2-byte reads). */
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 /* the ring kernel's (sm_90) */
+struct ld_shared {
+    static __device__ __forceinline__ uint32_t u32(const uint8_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
+    static __device__ __forceinline__ uint4 u128(const uint8_t *p) { return *reinterpret_cast<const uint4 *>(p); }
+};
 __device__ __forceinline__ uint32_t lds_u32_a2(const unsigned char *p)
 {
     const uint16_t *q = reinterpret_cast<const uint16_t *>(p);
@@ -1046,36 +1065,15 @@ __device__ __forceinline__ uint32_t lds_u32_a2(const unsigned char *p)
 template <int T>
 __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t, uint32_t (&v)[wwords<T>::n])
 {
-    if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
-        constexpr int QS = T == QG_Q4_K ? QG_Q4K_QS : QG_Q5K_QS;
-        const uint4 h = *reinterpret_cast<const uint4 *>(p);
-        v[0] = h.x;
-        v[1] = h.y;
-        v[2] = h.z;
-        v[3] = h.w;
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) v[4 + 2 * c + hh] = *reinterpret_cast<const uint32_t *>(p + QS + 32 * c + 16 * hh + 4 * t);
-        if constexpr (T == QG_Q5_K) {
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) v[12 + hh] = *reinterpret_cast<const uint32_t *>(p + QG_Q5K_QH + 16 * hh + 4 * t);
-        }
-    } else if constexpr (T == QG_Q6_K) {
+    if constexpr (T != QG_Q6_K) gather_words<T, ld_shared>(p, t, v);
+    else {
 #pragma unroll
         for (int s = 0; s < 12; s++) v[s] = lds_u32_a2(p + 16 * s + 4 * t);
 #pragma unroll
         for (int i = 0; i < 4; i++) v[12 + i] = lds_u32_a2(p + QG_Q6K_SCALES + 4 * i);
         v[16] = *reinterpret_cast<const uint16_t *>(p + QG_Q6K_D);
-    } else {
-        v[0] = *reinterpret_cast<const uint32_t *>(p + QG_Q8K_D);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) v[1 + 2 * j + hh] = *reinterpret_cast<const uint32_t *>(p + QG_Q8K_QS + 32 * j + 16 * hh + 4 * t);
     }
 }
-
 #endif
 
 template <int T, int NT, int PH>
