@@ -34,6 +34,22 @@ int qg_guarded_dev_alloc(qg_guarded_dev *g, const void *host_initial, size_t byt
 int qg_guarded_dev_finish(qg_guarded_dev *g, void *host);
 void qg_guarded_dev_free(qg_guarded_dev *g);
 
+/* 16-byte asynchronous copy global -> shared (cp.async.cg, sm_80+), its commit and its wait for all but
+ * the N most recent groups. */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(__cvta_generic_to_global(src)) : "memory");
+}
+/* the same through L1 (cp.async.ca): for data other blocks of the SM read too */
+__device__ __forceinline__ void cp_async16_ca(void *dst, const void *src)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(__cvta_generic_to_global(src)) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
 /* mbarriers (sm_90; compiled to nothing for earlier architectures, whose kernels do not reach them).
  * bar: a shared-memory address (8-byte aligned). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -87,5 +103,20 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
     } while (done == 0);
 #endif
 }
+
+/* bytes from global src to shared dst (both 16-byte aligned, a multiple of 16) by the bulk copy engine,
+ * counted on mbarrier bar (announced by an arrival with expected bytes; sm_90) */
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+#if QG_CUDA_MBAR
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
+                 "r"(bytes), "r"(bar)
+                 : "memory");
+#endif
+}
+
+/* Orders this thread's generic-proxy shared-memory accesses with later async-proxy ones (bulk copies,
+ * the tensor cores' shared-memory reads). */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 #endif

@@ -294,10 +294,6 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 /* The CTA's shared-memory ring in uint4. First the code words [ring group][warp][chunk][lane]
  * (RING_NB x WARPS x RING_B x 32): a warp's chunks of one ring group are contiguous here as in global
@@ -317,18 +313,6 @@ size_t ring_smem_bytes() { return (size_t)(RING_CODES + RING_B * RING_NB * ring_
 
 /* sm_90 bulk copies of the ring's code words, completing on mbarriers (common.cuh). */
 #define QG_INT4_BULK QG_CUDA_MBAR
-
-#if QG_INT4_BULK
-/* bytes from global src to shared dst (16-byte aligned, a multiple of 16), counted on mbarrier bar
- * (announced by an arrival with expected bytes) */
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
-                 "r"(bytes), "r"(bar)
-                 : "memory");
-}
-
-#endif
 
 /* the same, announced by the calling lane's own arrival (sm_90; the ring kernel calls it only there) */
 __device__ __forceinline__ void bulk_copy_arrive(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
@@ -1046,7 +1030,6 @@ __device__ __forceinline__ void wg4_fence() { asm volatile("wgmma.fence.sync.ali
 __device__ __forceinline__ void wg4_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg4_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void wg4_wait2() { asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory"); }
-__device__ __forceinline__ void wg4_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 /* Pins a register to this point of the instruction stream: the compiler sees the wgmma's accumulators as
  * written when it is issued, so without this it may read them before the wait_group that completes it. */
 __device__ __forceinline__ void wg4_pin(float &r) { asm volatile("" : "+f"(r)::"memory"); }
@@ -1211,7 +1194,7 @@ __global__ void __launch_bounds__(128 * WG, OCC)
     for (int it = 0; it < nk; it++) {
         const int c = c_beg + it, slot = it % ST;
         cp_async_wait<AHEAD - 1>(); /* this thread's copies of chunk c have landed */
-        wg4_proxy_fence();          /* ... and are visible to the tensor cores' reads */
+        fence_proxy_async();          /* ... and are visible to the tensor cores' reads */
         __syncthreads();            /* everyone's have; the slot refilled next is no longer read */
         if (it + AHEAD < nk) issue((it + AHEAD) % ST);
         cp_async_commit();
@@ -1476,7 +1459,7 @@ __global__ void wgmma_probe_kernel(const uint16_t *A, const uint16_t *B, const f
         const int k = tid >> 3, j = tid & 7;
         bs[(k >> 3) * 64 + j * 8 + (k & 7)] = b[k * 8 + j];
     }
-    wg4_proxy_fence();
+    fence_proxy_async();
     __syncthreads();
     uint32_t ar[4];
     for (int r = 0; r < 4; r++) {

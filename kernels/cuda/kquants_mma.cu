@@ -822,11 +822,6 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
     }
 }
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(__cvta_generic_to_global(src)) : "memory");
-}
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 /* used by the ring kernel only (sm_90) */
 /* the same to a shared-memory address */
 __device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *src)
@@ -834,8 +829,6 @@ __device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *src)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(__cvta_generic_to_global(src)) : "memory");
 }
 #endif
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 
 /* The activations of super-block sb (columns 0..batch-1) into a stage: lane l copies 16 bytes (k = 8l..8l+7)

@@ -432,6 +432,9 @@ __device__ __forceinline__ void long_rows(const kargs &a, const unsigned *lmask,
     }
 }
 
+/* Dense tiles a warp has in flight (one 16-byte load a lane each), and the group its chain is decoded in. */
+__host__ __device__ constexpr int dense_ahead(int B) { return B >= 2 && B <= 4 ? 8 : 4; }
+
 /* WC: warps per tile row as a constant (batch 1, where index arithmetic counts), 0: a.wc. */
 template <int B, int WC>
 __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
@@ -445,6 +448,7 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
     __shared__ float lsum[WARPS * 16 * B]; /* sums of the long rows' outliers, (local row, batch column) */
     __shared__ unsigned lmask[4];          /* bit u: local row u = 16 rl + k of this block is long */
     __shared__ int plen[WARPS * 16];       /* PTCSR: a row's own outlier count, where its segment is long */
+    __shared__ uint64_t xbar;              /* sm_90, x' from the work area: the bulk copies of a chunk */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int S = WC > 0 ? WC : a.wc; /* warps per tile row = the stride of a warp's tiles */
     const int rloc = warp / S, wcol = warp % S;
@@ -452,7 +456,7 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
     const bool valid = R < a.RT;
     const uint32_t sh = 2u + 3u * (uint32_t)t4; /* see row_frag */
     /* Dense loads in flight per lane: D tiles ahead (one 16-byte load each). */
-    constexpr int D = B >= 2 && B <= 4 ? 8 : 4;
+    constexpr int D = dense_ahead(B);
     const uint4 *wbase = a.dense + (size_t)(valid ? R : 0) * (size_t)a.T * 8 + g;
 
     float acc[NT_MAX][4];
@@ -461,6 +465,13 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[nt][i] = 0.0f;
 
+#if QG_CUDA_MBAR
+    uint32_t xphase = 0; /* the parity of xbar's phase the next chunk completes */
+    if (a.xp && tid == 0) {
+        mbar_init((uint32_t)__cvta_generic_to_shared(&xbar), 1);
+        mbar_init_fence(); /* published to the other threads by the first chunk's barrier */
+    }
+#endif
     for (int c0 = 0; c0 < a.T; c0 += a.ct) {
         const int c1 = min(c0 + a.ct, a.T), cend = min(c1, a.Tf);
         /* This warp's tiles of the chunk: t = c0 + wcol + i S < cend; the first D in flight before the
@@ -510,6 +521,19 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
             const unsigned bal = __ballot_sync(0xFFFFFFFFu, lng);
             if (lane == 0) lmask[warp] = bal;
         }
+#if QG_CUDA_MBAR
+        if (c0 == 0 && warp == 4 && lane < a.rb && a.kind != QG_SPQR_OUTLIERS_NONE && blockIdx.x * a.rb + lane < a.RT) {
+            /* The outlier words of tile row `lane` of this block (CSR: its 16 rows' words, contiguous; PTCSR:
+             * its segment) into L2 now, so that the outlier pass after the dense part waits on L2, not DRAM.
+             * Only when the data arrives changes. */
+            const int Rl = blockIdx.x * a.rb + lane, csr = a.kind == QG_SPQR_OUTLIERS_CSR;
+            const int first = csr ? a.ro[16 * Rl] : a.ro[Rl], last = csr ? a.ro[16 * Rl + 16] : a.ro[Rl + 1];
+            const size_t b0 = __cvta_generic_to_global(a.cv + first) & ~(size_t)15;
+            const size_t b1 = (__cvta_generic_to_global(a.cv + last) + 15) & ~(size_t)15;
+            if (last > first)
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(b0), "r"((uint32_t)(b1 - b0)) : "memory");
+        }
+#endif
         __syncthreads(); /* the previous chunk is no longer read */
         if (a.raw && c0 == 0) {
             /* x as it is (contiguous batch x n halves): coalesced 16-byte loads when aligned */
@@ -530,14 +554,32 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
         const int len = (c1 - c0) * 16, col0 = c0 * 16;
         const bool pvec = a.perm != nullptr && (reinterpret_cast<uintptr_t>(a.perm) & 15) == 0;
         if (a.xp) {
-            /* copied from the gathered x' (coalesced; xps and col0 are multiples of 16, and the work area
-             * is 16-byte aligned) */
-            const int units = len / 8;
-            for (int v = tid; v < units * B; v += THREADS) {
-                const int b = v / units, e = v % units;
-                reinterpret_cast<uint4 *>(xs + b * xstride)[e] =
-                    __ldg(reinterpret_cast<const uint4 *>(a.xp + (size_t)b * (size_t)a.xps + (size_t)col0) + e);
+            /* copied from the gathered x' (xps and col0 are multiples of 16 and the work area is 16-byte
+             * aligned): on sm_90 one bulk copy a batch row, issued by thread 0 and counted on xbar (the
+             * barrier above ordered every earlier read of xs before them), else 16-byte cp.async through
+             * L1 (the other block on the SM copies the same chunk at about the same time) */
+#if QG_CUDA_MBAR
+            const uint32_t bar = (uint32_t)__cvta_generic_to_shared(&xbar);
+            if (tid == 0) {
+                const uint32_t bytes = (uint32_t)len * 2u, dst = (uint32_t)__cvta_generic_to_shared(xs);
+                fence_proxy_async();
+                mbar_expect_tx(bar, bytes * (uint32_t)B);
+                for (int b = 0; b < B; b++)
+                    bulk_copy(dst + 2u * (uint32_t)(b * xstride), a.xp + (size_t)b * (size_t)a.xps + (size_t)col0, bytes, bar);
             }
+            mbar_wait(bar, xphase);
+            xphase ^= 1u;
+#else
+            const int units = len / 8, drow = xstride / 8; /* 16-byte units of a chunk's batch row, of a staged row */
+            const size_t srow = (size_t)a.xps / 8;           /* and of a work-area row */
+            const uint4 *src = reinterpret_cast<const uint4 *>(a.xp + col0);
+            uint4 *dst = reinterpret_cast<uint4 *>(xs);
+#pragma unroll
+            for (int b = 0; b < B; b++)
+                for (int e = tid; e < units; e += THREADS) cp_async16_ca(dst + b * drow + e, src + b * srow + e);
+            cp_async_commit();
+            cp_async_wait<0>();
+#endif
         }
 #pragma unroll(B <= 2 ? 2 : 1)
         for (int i0 = tid * 8; !a.xp && i0 < len; i0 += THREADS * 8) {
@@ -774,21 +816,45 @@ int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
     }
     /* ct tiles a chunk: B rows of xrow(ct) <= 16 ct + 48 halves in `bytes` */
     auto tiles_in = [](long bytes) { return bytes < 96 * B ? 0 : (int)((bytes / (2 * B) - 48) / 16); };
-    int ct = tiles_in((long)SMEM_BYTES - (long)(a.raw ? raw_bytes : 0));
-    ct -= ct % S; /* >= S: at least 36 KiB are left (raw_bytes <= RAW_MAX) */
-    const int tmax = (a.T + S - 1) / S * S;
-    if (ct > tmax) ct = tmax;
-    if (ct < tmax && a.raw && a.perm != nullptr && a.kind != QG_SPQR_OUTLIERS_NONE) {
-        int cl = tiles_in((long)SMEM_L1 - (long)raw_bytes);
-        cl -= cl % S;
-        if (cl >= S && cl < ct) ct = cl;
-    }
-    a.ct = ct;
-    const size_t smem = (size_t)B * (size_t)xrow(ct) * 2 + (a.raw ? raw_bytes : 0);
-    /* batch 1: the warp split as a constant */
     void (*kern)(kargs);
     if constexpr (B == 1) kern = a.wc == 1 ? k_spqr<1, 1> : a.wc == 2 ? k_spqr<1, 2> : a.wc == 4 ? k_spqr<1, 4> : k_spqr<1, 8>;
     else kern = k_spqr<B, 0>;
+    /* Dynamic shared memory a block may take so that two blocks (B > 1) share an SM beside their static
+     * arrays (red and lsum grow with B: 16.5 KiB at B = 16); read once from the device. Only the chunk
+     * size follows from it, never a sum's order. */
+    static long budget = 0;
+    if (budget == 0) {
+        budget = SMEM_BYTES;
+        cudaFuncAttributes fa;
+        int dev = 0, per_sm = 0, reserved = 0;
+        if (B > 1 && cudaGetDevice(&dev) == cudaSuccess && cudaFuncGetAttributes(&fa, kern) == cudaSuccess &&
+            cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) == cudaSuccess) {
+            const long two = (long)per_sm / 2 - (long)reserved - (long)fa.sharedSizeBytes;
+            if (two < budget && two >= (long)RAW_MAX / 2) budget = two;
+        }
+    }
+    const long rawb = a.raw ? (long)raw_bytes : 0;
+    int ct = tiles_in(budget - rawb);
+    if (ct < S) ct = tiles_in((long)SMEM_BYTES - rawb); /* a smaller SM: two blocks leave no room beside the copy of x */
+    ct -= ct % S; /* >= S: at least 36 KiB are left (raw_bytes <= RAW_MAX) */
+    const int tmax = (a.T + S - 1) / S * S;
+    if (ct < tmax && a.raw && a.perm != nullptr && a.kind != QG_SPQR_OUTLIERS_NONE) {
+        int cl = tiles_in((long)SMEM_L1 - rawb);
+        cl -= cl % S;
+        if (cl >= S && cl < ct) ct = cl;
+    }
+    if (ct >= tmax) {
+        ct = tmax;
+    } else {
+        /* as few chunks as fit, of even size: a multiple of D S where that does not add a chunk (each
+         * warp's share is then whole groups of D tiles, none decoded one by one), else of S */
+        const int nch = (tmax + ct - 1) / ct, even = (tmax + nch - 1) / nch;
+        const int ds = dense_ahead(B) * S, up_ds = (even + ds - 1) / ds * ds, up_s = (even + S - 1) / S * S;
+        ct = up_ds <= ct ? up_ds : up_s;
+    }
+    a.ct = ct;
+    const size_t smem = (size_t)B * (size_t)xrow(ct) * 2 + (a.raw ? raw_bytes : 0);
     if (!(attr_set & (1 << a.wc))) {
         cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_spqr)", e);
