@@ -35,12 +35,13 @@
  * operand) in the fragment order of each 16-column group (xpos), batch column b at b * xstride, one
  * chunk of columns at a time for all batch columns; the row stride (xrow) makes the B fragment loads of
  * a half-warp hit distinct banks.
- * The chunk size only changes when the barriers happen, not the order of any sum. When x fits (RAW_MAX;
- * at batch 1, when the whole staged x' fits beside it: x_is_raw) it is first copied to shared memory as
- * it is (coalesced) and the gather reads that copy. Else (large batches, wide layers) a first kernel, k_xprime, gathers x' once into a device work area, and every block
- * copies its chunks from there with coalesced 16-byte loads; the work area also holds x' transposed, so an
- * outlier reads x'[c] of 8 batch columns with one 16-byte load. Outlier columns (unsigned 16-bit) read x'
- * from the staged chunk when it holds all n columns, else from the work area, or x[perm[c]] from the copy.
+ * The chunk size only changes when the barriers happen, not the order of any sum. At batch 1, when the
+ * whole staged x' fits beside it (x_is_raw), x is first copied to shared memory as it is (coalesced) and
+ * the gather reads that copy. Else (batch 2..16, wide layers) a first kernel, k_xprime, gathers x' once
+ * into a device work area, and every block copies its chunks from there: on sm_90 by bulk copies counted
+ * on an mbarrier, else by 16-byte cp.async. The work area also holds x' transposed, so an outlier reads
+ * x'[c] of 8 batch columns with one 16-byte load. Outlier columns (unsigned 16-bit) read x' from the
+ * staged chunk when it holds all n columns, else from the work area, or x[perm[c]] from the copy.
  *
  * Dequantization is the spec's fp16 sequence with correctly rounded half2 operations, never fused where
  * a product could round (the file is built with --fmad=false and uses the _rn forms): (s, z) =
@@ -75,8 +76,8 @@ namespace {
 
 constexpr int WARPS = 8, THREADS = 32 * WARPS;
 /* Dynamic shared memory per block (at most; two blocks fit an SM): the staged activations x' (fp16,
- * batch x chunk columns) and, when x fits in RAW_MAX bytes, a plain copy of x from which x' is gathered. */
-constexpr int SMEM_BYTES = 100 * 1024, RAW_MAX = 64 * 1024;
+ * batch x chunk columns) and, at batch 1 (x_is_raw), a plain copy of x from which x' is gathered. */
+constexpr int SMEM_BYTES = 100 * 1024;
 /* When the staged chunk cannot hold all n columns, outliers look up perm[c] in global memory at random:
  * a block then takes at most SMEM_L1 bytes (two blocks an SM still), which leaves about 90 KiB of L1 an SM
  * to keep the permutation (n <= 32768 here: <= 64 KiB) cached. Only the chunk size changes. */
@@ -782,16 +783,18 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
     }
 }
 
-/* Whether x (batch x n fp16) fits the shared-memory copy the blocks gather x' from; else x' is gathered
- * once into the work area by k_xprime. At batch 1 the copy is taken only where the whole staged x' fits
- * beside it: a wide layer (n > about 25000) reads x' from the work area instead, so it is staged in one
- * chunk (no barrier inside the dense loop, outliers read it from shared memory, not through perm) and a
- * block needs half the shared memory. Only where x' comes from changes, never a sum's order. */
+/* Whether x (batch x n fp16) is copied to shared memory as it is and x' gathered from that copy by every
+ * block; else x' is gathered once into the work area by k_xprime and the blocks copy their chunks from
+ * there. Only at batch 1, and only where the whole staged x' fits beside the copy: a wide layer (n > about
+ * 25000) reads x' from the work area instead, so it is staged in one chunk (no barrier inside the dense
+ * loop, outliers read it from shared memory, not through perm) and a block needs half the shared memory.
+ * At batch 2..4 the gather once measured 1.1-1.6x faster on the H200 than each block gathering x' from its
+ * copy, where x fitted. Only where x' comes from changes, never a sum's order. */
 inline bool x_is_raw(size_t n, size_t batch)
 {
-    const size_t raw = (n * batch * 2 + 15) / 16 * 16;
-    if (batch == 1) return raw + (size_t)xrow((int)((n + 15) / 16)) * 2 <= (size_t)SMEM_BYTES;
-    return raw <= (size_t)RAW_MAX;
+    if (batch > 1) return false;
+    const size_t raw = (n * 2 + 15) / 16 * 16;
+    return raw + (size_t)xrow((int)((n + 15) / 16)) * 2 <= (size_t)SMEM_BYTES;
 }
 
 template <int B>
@@ -831,13 +834,13 @@ int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
             cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) == cudaSuccess) {
             const long two = (long)per_sm / 2 - (long)reserved - (long)fa.sharedSizeBytes;
-            if (two < budget && two >= (long)RAW_MAX / 2) budget = two;
+            if (two < budget && two >= 32 * 1024) budget = two;
         }
     }
     const long rawb = a.raw ? (long)raw_bytes : 0;
     int ct = tiles_in(budget - rawb);
     if (ct < S) ct = tiles_in((long)SMEM_BYTES - rawb); /* a smaller SM: two blocks leave no room beside the copy of x */
-    ct -= ct % S; /* >= S: at least 36 KiB are left (raw_bytes <= RAW_MAX) */
+    ct -= ct % S; /* >= S: with the copy of x (batch 1) the whole staged x' fits beside it */
     const int tmax = (a.T + S - 1) / S * S;
     if (ct < tmax && a.raw && a.perm != nullptr && a.kind != QG_SPQR_OUTLIERS_NONE) {
         int cl = tiles_in((long)SMEM_L1 - rawb);
