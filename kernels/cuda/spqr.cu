@@ -449,7 +449,9 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
     __shared__ float lsum[WARPS * 16 * B]; /* sums of the long rows' outliers, (local row, batch column) */
     __shared__ unsigned lmask[4];          /* bit u: local row u = 16 rl + k of this block is long */
     __shared__ int plen[WARPS * 16];       /* PTCSR: a row's own outlier count, where its segment is long */
-    __shared__ uint64_t xbar;              /* sm_90, x' from the work area: the bulk copies of a chunk */
+#if QG_CUDA_MBAR
+    __shared__ uint64_t xbar; /* x' from the work area: the bulk copies of a chunk */
+#endif
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int S = WC > 0 ? WC : a.wc; /* warps per tile row = the stride of a warp's tiles */
     const int rloc = warp / S, wcol = warp % S;
