@@ -525,10 +525,10 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
             if (lane == 0) lmask[warp] = bal;
         }
 #if QG_CUDA_MBAR
-        if (c0 == 0 && warp == 4 && lane < a.rb && a.kind != QG_SPQR_OUTLIERS_NONE && blockIdx.x * a.rb + lane < a.RT) {
+        if (B > 1 && c0 == 0 && warp == 4 && lane < a.rb && a.kind != QG_SPQR_OUTLIERS_NONE && blockIdx.x * a.rb + lane < a.RT) {
             /* The outlier words of tile row `lane` of this block (CSR: its 16 rows' words, contiguous; PTCSR:
              * its segment) into L2 now, so that the outlier pass after the dense part waits on L2, not DRAM.
-             * Only when the data arrives changes. */
+             * Only when the data arrives changes. Batch 1 measured no faster with it (csr-5% 1-2% slower). */
             const int Rl = blockIdx.x * a.rb + lane, csr = a.kind == QG_SPQR_OUTLIERS_CSR;
             const int first = csr ? a.ro[16 * Rl] : a.ro[Rl], last = csr ? a.ro[16 * Rl + 16] : a.ro[Rl + 1];
             const size_t b0 = __cvta_generic_to_global(a.cv + first) & ~(size_t)15;
