@@ -25,8 +25,9 @@ typedef struct {
     const uint32_t *col_vals;
     const uint16_t *perm;          /* NULL: identity */
 } qg_spqr_dev_layer;
-/* Bytes of device work area qg_spqr_gemv_cuda_async needs for n columns at this batch (x' gathered once
- * when x does not fit in shared memory); 0: none (dwork may be NULL). */
+/* Bytes of device work area qg_spqr_gemv_cuda_async needs for n columns at this batch (x' gathered once:
+ * at every batch above 1, and at batch 1 where n is too wide for a shared-memory copy of x); 0: none
+ * (dwork may be NULL). */
 size_t qg_spqr_cuda_work_bytes(size_t n, size_t batch);
 /* CUDA, device pointers, asynchronous on `stream` (a cudaStream_t), for benchmarks: dx is batch x n fp16
  * (original column order), dy_f32 / dy_f16 batch x m (either may be NULL, not both), dwork a device
