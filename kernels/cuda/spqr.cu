@@ -125,6 +125,7 @@ struct kargs {
     const uint16_t *xp;  /* else x' gathered once by k_xprime: batch rows of xps fp16 values (staged order) */
     const uint16_t *xt;  /* and transposed: x'[c] of all batch columns at c * bp */
     int xps, bp;
+    int rloff, ralias; /* batch > 1: red and lsum at byte rloff of the dynamic area, over the staged x' (ralias) */
     int l2pf; /* long rows' outlier words prefetched into L2 at the block's start (QG_CUDA_SPQR_L2PF=0: not) */
 };
 
@@ -445,8 +446,13 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
     __half *xs = reinterpret_cast<__half *>(smem);
     const int xstride = xrow(a.ct);
     uint16_t *xraw = reinterpret_cast<uint16_t *>(xs + (size_t)B * (size_t)xstride);
-    __shared__ float red[WARPS * 16 * B];
-    __shared__ float lsum[WARPS * 16 * B]; /* sums of the long rows' outliers, (local row, batch column) */
+    /* red: the warps' partial sums; lsum: the long rows' outlier sums, (local row, batch column). At
+     * batch 1 static; at batch > 1 in the dynamic area at byte rloff (ralias: over the staged x', which
+     * nothing reads after the dense part when it took more than one chunk), so that they do not cut the
+     * chunk budget by 16.5 KiB at batch 16 */
+    __shared__ float red_s[B == 1 ? WARPS * 16 : 1], lsum_s[B == 1 ? WARPS * 16 : 1];
+    float *red = B == 1 ? red_s : reinterpret_cast<float *>(reinterpret_cast<char *>(smem) + a.rloff);
+    float *lsum = B == 1 ? lsum_s : red + WARPS * 16 * B;
     __shared__ unsigned lmask[4];          /* bit u: local row u = 16 rl + k of this block is long */
     __shared__ int plen[WARPS * 16];       /* PTCSR: a row's own outlier count, where its segment is long */
 #if QG_CUDA_MBAR
@@ -741,6 +747,7 @@ __global__ void __launch_bounds__(THREADS, B == 1 ? 4 : 2) k_spqr(const kargs a)
         }
     }
 
+    if (B > 1 && a.ralias) __syncthreads(); /* every warp is done with the staged x' that red and lsum overlay */
     long_rows<B>(a, lmask, plen, red, lsum, xs, xraw, xstride);
 
     /* Fixed-order reduction: warps of the tile row in ascending order; a long row's outlier sum (lsum)
@@ -802,7 +809,8 @@ inline bool x_is_raw(size_t n, size_t batch)
 template <int B>
 int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
 {
-    static int attr_set = 0; /* the opt-in above 48 KiB, once per instantiation (bit wc) */
+    static int attr_set = 0;     /* the opt-in above 48 KiB set, per instantiation (bit wc) */
+    static size_t attr_max = 0;  /* and its largest value (batch > 1: one kernel) */
     kargs a = a0;
     const int S = a.wc;
     const size_t raw_bytes = ((size_t)a.n * B * 2 + 15) / 16 * 16;
@@ -836,19 +844,23 @@ int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
             cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess &&
             cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) == cudaSuccess) {
             const long two = (long)per_sm / 2 - (long)reserved - (long)fa.sharedSizeBytes;
-            if (two < budget && two >= 32 * 1024) budget = two;
+            if (two >= 32 * 1024) budget = two;
         }
     }
     const long rawb = a.raw ? (long)raw_bytes : 0;
+    const int tmax = (a.T + S - 1) / S * S;
+    /* batch > 1: red and lsum (rl bytes) beside a whole x', or over a chunked one */
+    const long rl = B > 1 ? 2L * WARPS * 16 * B * (long)sizeof(float) : 0;
+    const bool whole_rl = B > 1 && tiles_in(budget - rl) >= tmax;
     int ct = tiles_in(budget - rawb);
     if (ct < S) ct = tiles_in((long)SMEM_BYTES - rawb); /* a smaller SM: two blocks leave no room beside the copy of x */
     ct -= ct % S; /* >= S: with the copy of x (batch 1) the whole staged x' fits beside it */
-    const int tmax = (a.T + S - 1) / S * S;
     if (ct < tmax && a.raw && a.perm != nullptr && a.kind != QG_SPQR_OUTLIERS_NONE) {
         int cl = tiles_in((long)SMEM_L1 - rawb);
         cl -= cl % S;
         if (cl >= S && cl < ct) ct = cl;
     }
+    if (B > 1 && !whole_rl && ct >= tmax && tmax > S) ct = tmax - S; /* x' fits, but not beside red and lsum: chunked */
     if (ct >= tmax) {
         ct = tmax;
     } else {
@@ -858,12 +870,26 @@ int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
         const int ds = dense_ahead(B) * S, up_ds = (even + ds - 1) / ds * ds, up_s = (even + S - 1) / S * S;
         ct = up_ds <= ct ? up_ds : up_s;
     }
+    if (whole_rl) ct = tmax;
     a.ct = ct;
-    const size_t smem = (size_t)B * (size_t)xrow(ct) * 2 + (a.raw ? raw_bytes : 0);
-    if (!(attr_set & (1 << a.wc))) {
-        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    size_t smem = (size_t)B * (size_t)xrow(ct) * 2 + (a.raw ? raw_bytes : 0);
+    a.rloff = 0;
+    a.ralias = 0;
+    if constexpr (B > 1) {
+        if (ct < tmax && smem >= (size_t)rl) {
+            a.ralias = 1; /* nothing reads a chunked x' after the dense part */
+        } else {
+            a.rloff = (int)((smem + 15) / 16 * 16);
+            smem = (size_t)a.rloff + (size_t)rl;
+        }
+    }
+    /* the opt-in above 48 KiB, raised as needed (bit wc: the batch-1 kernels by warp split) */
+    if (!(attr_set & (1 << a.wc)) || smem > attr_max) {
+        const size_t want = smem > (size_t)SMEM_BYTES ? smem : (size_t)SMEM_BYTES;
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)want);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_spqr)", e);
         attr_set |= 1 << a.wc;
+        if (want > attr_max) attr_max = want;
     }
     const unsigned grid = (unsigned)((a.RT + a.rb - 1) / a.rb);
     kern<<<grid, THREADS, smem, s>>>(a);
