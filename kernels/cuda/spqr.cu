@@ -833,8 +833,8 @@ int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
     if constexpr (B == 1) kern = a.wc == 1 ? k_spqr<1, 1> : a.wc == 2 ? k_spqr<1, 2> : a.wc == 4 ? k_spqr<1, 4> : k_spqr<1, 8>;
     else kern = k_spqr<B, 0>;
     /* Dynamic shared memory a block may take so that two blocks (B > 1) share an SM beside their static
-     * arrays (red and lsum grow with B: 16.5 KiB at B = 16); read once from the device. Only the chunk
-     * size follows from it, never a sum's order. */
+     * arrays; read once from the device (at batch 1 SMEM_BYTES, four blocks an SM where x' is small). Only
+     * the chunk size follows from it, never a sum's order. */
     static long budget = 0;
     if (budget == 0) {
         budget = SMEM_BYTES;
