@@ -851,7 +851,6 @@ int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
     const int tmax = (a.T + S - 1) / S * S;
     /* batch > 1: red and lsum (rl bytes) beside a whole x', or over a chunked one */
     const long rl = B > 1 ? 2L * WARPS * 16 * B * (long)sizeof(float) : 0;
-    const bool whole_rl = B > 1 && tiles_in(budget - rl) >= tmax;
     int ct = tiles_in(budget - rawb);
     if (ct < S) ct = tiles_in((long)SMEM_BYTES - rawb); /* a smaller SM: two blocks leave no room beside the copy of x */
     ct -= ct % S; /* >= S: with the copy of x (batch 1) the whole staged x' fits beside it */
@@ -860,7 +859,7 @@ int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
         cl -= cl % S;
         if (cl >= S && cl < ct) ct = cl;
     }
-    if (B > 1 && !whole_rl && ct >= tmax && tmax > S) ct = tmax - S; /* x' fits, but not beside red and lsum: chunked */
+    if (B > 1 && ct >= tmax && tmax > S && tiles_in(budget - rl) < tmax) ct = tmax - S; /* x' fits, but not beside red and lsum: chunked */
     if (ct >= tmax) {
         ct = tmax;
     } else {
@@ -870,7 +869,6 @@ int launch_b(const kargs &a0, uint16_t *work, cudaStream_t s)
         const int ds = dense_ahead(B) * S, up_ds = (even + ds - 1) / ds * ds, up_s = (even + S - 1) / S * S;
         ct = up_ds <= ct ? up_ds : up_s;
     }
-    if (whole_rl) ct = tmax;
     a.ct = ct;
     size_t smem = (size_t)B * (size_t)xrow(ct) * 2 + (a.raw ? raw_bytes : 0);
     a.rloff = 0;
