@@ -27,9 +27,10 @@
  * Long outlier rows. A row with more than LONG_ROW outliers (one dense outlier row: n of them) would make
  * its warp's chain the block's critical path. Such a row leaves the warps: after the dense part all 256
  * threads of the block take its outliers l = tid, tid + 256, ..., combine their sums by a fixed
- * butterfly and then warp by warp in ascending order (shared memory, two barriers), and the row's output
- * adds that sum last. Whether a row is long depends on its own outlier count only (PTCSR: its leading
- * nonzero words), so the batch size and the layout (CSR or PTCSR) never change a row's order.
+ * butterfly and then warp by warp in ascending order (shared memory, two barriers for up to 16 long
+ * rows), and the row's output adds that sum last. Whether a row is long depends on its own outlier count
+ * only (PTCSR: its leading nonzero words), so the batch size and the layout (CSR or PTCSR) never change a
+ * row's order.
  *
  * Activations. x'[i] = x[perm[i]] is staged in shared memory as fp16 (the values themselves, the mma's B
  * operand) in the fragment order of each 16-column group (xpos), batch column b at b * xstride, one
@@ -314,18 +315,20 @@ __device__ __forceinline__ bool is_long(const unsigned *lmask, int u)
     return (lmask[u >> 5] >> (u & 31)) & 1u;
 }
 
-/* x'[c] of every batch column (pc: the column, or perm[c] where x' is read from x itself): from the staged
- * chunk when it holds all n columns, else from the transposed work area (one 16-byte load per 8 batch
- * columns), else from x (its shared-memory copy, or global memory). */
-template <int B>
-__device__ __forceinline__ void xprime_col(const kargs &a, bool whole, const __half *xs, int xstride, const uint16_t *xraw, uint32_t pc,
-                                           float (&xv)[B])
+/* Where x' is read from: the staged chunk when it holds all n columns (XS_STAGED), else the transposed work
+ * area (XS_WORK: one 16-byte load per 8 batch columns), else x itself (XS_X: its shared-memory copy, or
+ * global memory; pc is then perm[c]). */
+enum { XS_STAGED = 0, XS_WORK = 1, XS_X = 2 };
+
+/* x'[c] of every batch column (pc: the column, or perm[c] for XS_X), read as MODE says. */
+template <int B, int MODE>
+__device__ __forceinline__ void xprime_at(const kargs &a, const __half *xs, int xstride, const uint16_t *xraw, uint32_t pc, float (&xv)[B])
 {
-    if (whole) {
+    if constexpr (MODE == XS_STAGED) {
         const int p = xpos((int)pc);
 #pragma unroll
         for (int b = 0; b < B; b++) xv[b] = __half2float(xs[b * xstride + p]);
-    } else if (a.xp) {
+    } else if constexpr (MODE == XS_WORK) {
         const uint4 *q = reinterpret_cast<const uint4 *>(a.xt + (size_t)pc * (size_t)a.bp);
 #pragma unroll
         for (int v = 0; v < (B + 7) / 8; v++) {
@@ -344,6 +347,15 @@ __device__ __forceinline__ void xprime_col(const kargs &a, bool whole, const __h
     }
 }
 
+template <int B>
+__device__ __forceinline__ void xprime_col(const kargs &a, bool whole, const __half *xs, int xstride, const uint16_t *xraw, uint32_t pc,
+                                           float (&xv)[B])
+{
+    if (whole) xprime_at<B, XS_STAGED>(a, xs, xstride, xraw, pc, xv);
+    else if (a.xp) xprime_at<B, XS_WORK>(a, xs, xstride, xraw, pc, xv);
+    else xprime_at<B, XS_X>(a, xs, xstride, xraw, pc, xv);
+}
+
 /* Outlier count of row k of tile row R in a PTCSR layer whose segment holds M words per row: the leading
  * nonzero words (a valid layer pads each row with zero words at its end only), by binary search; every
  * probe lies inside the segment whatever the words are. */
@@ -359,77 +371,120 @@ __device__ __forceinline__ int ptcsr_row_count(const kargs &a, int R, int k, int
     return lo;
 }
 
+/* One thread's part of a long row's outlier sum: its outliers l = tid, tid + THREADS, ... in ascending
+ * order, one fma each (CSR word first + l, PTCSR word first + 16 l; a PTCSR pad word, 0, adds nothing).
+ * Two rounds of UL words are in flight: round j + UL THREADS loads while round j is summed. At batch
+ * <= 4 nothing inside a round branches: an out-of-range slot holds word 0 (column 0, read and not
+ * added), so every x' read of the round issues before its fmas, and the fmas are predicated; wider
+ * batches skip the slot. */
+template <int B, int MODE>
+__device__ __forceinline__ void long_row_part(const kargs &a, int first, int cnt, int RP, bool ptcsr, const __half *xs, int xstride,
+                                              const uint16_t *xraw, float (&part)[B])
+{
+    const int tid = threadIdx.x, stride = THREADS;
+    uint32_t w[UL];
+#pragma unroll
+    for (int v = 0; v < UL; v++) {
+        const int l = tid + v * stride;
+        w[v] = l < cnt ? __ldg(a.cv + first + l * RP) : 0u;
+    }
+    for (int j = tid; j < cnt; j += UL * stride) {
+        uint32_t wn[UL];
+#pragma unroll
+        for (int v = 0; v < UL; v++) {
+            const int l = j + (UL + v) * stride;
+            wn[v] = l < cnt ? __ldg(a.cv + first + l * RP) : 0u;
+        }
+#pragma unroll
+        for (int v = 0; v < UL; v++) {
+            const bool add = j + v * stride < cnt && !(ptcsr && w[v] == 0u);
+            if (B > 4 && !add) continue; /* wide batches: an empty slot's B reads and fmas cost more than the branch */
+            const uint32_t c = w[v] & 0xFFFFu;
+            const uint32_t pc = (MODE == XS_X && a.perm) ? (uint32_t)__ldg(a.perm + c) : c;
+            float xv[B];
+            xprime_at<B, MODE>(a, xs, xstride, xraw, pc, xv);
+            const float val = __half2float(__ushort_as_half((uint16_t)(w[v] >> 16)));
+#pragma unroll
+            for (int b = 0; b < B; b++)
+                if (add) part[b] = __fmaf_rn(val, xv[b], part[b]);
+        }
+#pragma unroll
+        for (int v = 0; v < UL; v++) w[v] = wn[v];
+    }
+}
+
 /* The long rows of the block, one after another (ascending), each by all THREADS threads: the row's l-th
  * outlier (CSR word ro[row] + l, PTCSR word ro[R] + 16 l + k, the same term) goes to thread l % 256, whose
- * chain takes l = tid, tid + 256, ... in ascending order. The thread sums are combined by a fixed
- * butterfly inside the warp (xor 1, 2, 4, 8, 16), then warp by warp in ascending order through shared
- * memory: lsum[row][b]. No atomics; the same operations for every batch column and in both layouts, so
- * the order depends on the layer's values only. A term passes through at most ceil(cnt / 256) - 1 + 5 + 7
- * additions before lsum and one more into the output (cnt > LONG_ROW): fewer than the registered
- * n + (longest outlier row).
+ * chain takes l = tid, tid + 256, ... in ascending order (long_row_part). The thread sums are combined by
+ * a fixed butterfly inside the warp (xor 1, 2, 4, 8, 16), then warp by warp in ascending order through
+ * shared memory: lsum[row][b]. The warp sums of up to 16 long rows wait in red (16 x WARPS x B floats, its
+ * size) for one pair of barriers. No atomics; the same operations for every batch column and in both
+ * layouts, so the order depends on the layer's values only. A term passes through at most
+ * ceil(cnt / 256) - 1 + 5 + 7 additions before lsum and one more into the output (cnt > LONG_ROW): fewer
+ * than the registered n + (longest outlier row).
  * Called by every thread of the block (it has barriers); xs holds x' when one chunk covers all n columns
- * (it then still holds it), else x'[c] is read as x[perm[c]] from the raw copy or from memory. */
+ * (it then still holds it), else x'[c] is read from the work area, or as x[perm[c]] from the copy or
+ * from memory. */
 template <int B>
 __device__ __forceinline__ void long_rows(const kargs &a, const unsigned *lmask, const int *plen, float *red, float *lsum,
                                           const __half *xs, const uint16_t *xraw, int xstride)
 {
+    constexpr int GROUP = 16; /* long rows a pair of barriers: red holds WARPS x 16 x B floats */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const bool ptcsr = a.kind == QG_SPQR_OUTLIERS_PTCSR;
-    const int RP = ptcsr ? 16 : 1, stride = THREADS;
-    const bool whole = a.ct >= a.T;
-    for (int w4 = 0; w4 < 4; w4++) {
-        unsigned mk = lmask[w4];
-        while (mk != 0u) {
-            const int u = 32 * w4 + __ffs((int)mk) - 1;
-            mk &= mk - 1u;
-            const int rl = u >> 4, k = u & 15, R = blockIdx.x * a.rb + rl;
-            int first, cnt;
-            if (ptcsr) {
-                first = a.ro[R] + k;
-                cnt = plen[u];
-            } else {
-                first = a.ro[16 * R + k];
-                cnt = a.ro[16 * R + k + 1] - first;
-            }
-            float part[B];
+    const int RP = ptcsr ? 16 : 1;
+    const int mode = a.ct >= a.T ? XS_STAGED : a.xp ? XS_WORK : XS_X;
+    int left = 0; /* long rows in the block */
 #pragma unroll
-            for (int b = 0; b < B; b++) part[b] = 0.0f;
-            for (int j = tid; j < cnt; j += UL * stride) {
-                uint32_t w[UL], pc[UL];
+    for (int w4 = 0; w4 < 4; w4++) left += __popc(lmask[w4]);
+    int nl = 0, gfirst = 0; /* rows waiting in red, and the first one's local index */
+    for (int u = 0; left > 0; u++) {
+        if (!is_long(lmask, u)) continue;
+        left--;
+        const int rl = u >> 4, k = u & 15, R = blockIdx.x * a.rb + rl;
+        int first, cnt;
+        if (ptcsr) {
+            first = a.ro[R] + k;
+            cnt = plen[u];
+        } else {
+            first = a.ro[16 * R + k];
+            cnt = a.ro[16 * R + k + 1] - first;
+        }
+        float part[B];
 #pragma unroll
-                for (int v = 0; v < UL; v++) {
-                    const int l = j + v * stride;
-                    w[v] = l < cnt ? __ldg(a.cv + first + l * RP) : 0u;
-                }
+        for (int b = 0; b < B; b++) part[b] = 0.0f;
+        if (mode == XS_STAGED) long_row_part<B, XS_STAGED>(a, first, cnt, RP, ptcsr, xs, xstride, xraw, part);
+        else if (mode == XS_WORK) long_row_part<B, XS_WORK>(a, first, cnt, RP, ptcsr, xs, xstride, xraw, part);
+        else long_row_part<B, XS_X>(a, first, cnt, RP, ptcsr, xs, xstride, xraw, part);
 #pragma unroll
-                for (int v = 0; v < UL; v++) pc[v] = (a.perm && !whole && !a.xp) ? (uint32_t)__ldg(a.perm + (w[v] & 0xFFFFu)) : (w[v] & 0xFFFFu);
+        for (int b = 0; b < B; b++) {
+            float v = part[b];
 #pragma unroll
-                for (int v = 0; v < UL; v++) {
-                    if (j + v * stride >= cnt || (ptcsr && w[v] == 0)) continue;
-                    const float val = __half2float(__ushort_as_half((uint16_t)(w[v] >> 16)));
-                    float xv[B];
-                    xprime_col<B>(a, whole, xs, xstride, xraw, pc[v], xv);
+            for (int m = 1; m < 32; m <<= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, m);
+            part[b] = v;
+        }
+        if (nl == 0) gfirst = u;
+        if (lane == 0)
 #pragma unroll
-                    for (int b = 0; b < B; b++) part[b] = __fmaf_rn(val, xv[b], part[b]);
-                }
-            }
-#pragma unroll
-            for (int b = 0; b < B; b++) {
-                float v = part[b];
-#pragma unroll
-                for (int m = 1; m < 32; m <<= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, m);
-                part[b] = v;
-            }
-            if (lane == 0)
-#pragma unroll
-                for (int b = 0; b < B; b++) red[warp * B + b] = part[b];
+            for (int b = 0; b < B; b++) red[(nl * WARPS + warp) * B + b] = part[b];
+        if (++nl == GROUP || left == 0) {
             __syncthreads();
-            if (tid < B) {
-                float s = red[tid];
-                for (int w = 1; w < WARPS; w++) s += red[w * B + tid];
-                lsum[u * B + tid] = s;
+            if (tid < nl * B) {
+                /* thread (r, b): the r-th long row of the group */
+                const int r = tid / B, b = tid % B;
+                int ur = gfirst;
+                for (int i = 0; i < r; i++)
+                    do ur++;
+                    while (!is_long(lmask, ur));
+#ifdef QG_CUDA_MUTANT_SPQR_LONG_GROUP
+                ur = gfirst; /* a GPU-machine mutant: every row of a group reduced into its first row's slot */
+#endif
+                float s = red[(r * WARPS) * B + b];
+                for (int w = 1; w < WARPS; w++) s += red[(r * WARPS + w) * B + b];
+                lsum[ur * B + b] = s;
             }
             __syncthreads();
+            nl = 0;
         }
     }
 }
