@@ -382,19 +382,19 @@ __device__ __forceinline__ void long_row_part(const kargs &a, int first, int cnt
                                               const uint16_t *xraw, float (&part)[B])
 {
     const int tid = threadIdx.x, stride = THREADS;
-    uint32_t w[UL];
-#pragma unroll
-    for (int v = 0; v < UL; v++) {
-        const int l = tid + v * stride;
-        w[v] = l < cnt ? __ldg(a.cv + first + l * RP) : 0u;
-    }
-    for (int j = tid; j < cnt; j += UL * stride) {
-        uint32_t wn[UL];
+    /* round j: slot v holds word first + (j + v THREADS) RP, or 0 past the row's cnt outliers */
+    auto round = [&](int j, uint32_t(&w)[UL]) {
 #pragma unroll
         for (int v = 0; v < UL; v++) {
-            const int l = j + (UL + v) * stride;
-            wn[v] = l < cnt ? __ldg(a.cv + first + l * RP) : 0u;
+            const int l = j + v * stride;
+            w[v] = l < cnt ? __ldg(a.cv + first + l * RP) : 0u;
         }
+    };
+    uint32_t w[UL];
+    round(tid, w);
+    for (int j = tid; j < cnt; j += UL * stride) {
+        uint32_t wn[UL];
+        round(j + UL * stride, wn);
 #pragma unroll
         for (int v = 0; v < UL; v++) {
             const bool add = j + v * stride < cnt && !(ptcsr && w[v] == 0u);
