@@ -1069,10 +1069,10 @@ __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t,
 }
 #endif
 
-template <int T, int NT, int PH>
+template <int T, int NT, int PH, bool PART = false>
 __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gemm_ring(const uint8_t *__restrict__ w, size_t rows, size_t nb,
                                                                                     const __half *__restrict__ x, size_t cols, int batch,
-                                                                                    float *y32, uint16_t *y16)
+                                                                                    float *y32, uint16_t *y16, int lt)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int RW = ring_rw(PH), BB = ring_bb<T>(), SLOT = ring_slot<T>(), SEG = SLOT / 16, W = wwords<T>::n, NC = NT * 8;
@@ -1085,7 +1085,12 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
     const int grp = PH == 4 ? 0 : (int)threadIdx.x / NTH, tid = (int)threadIdx.x - grp * NTH, wid = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int p0 = grp; /* first phase */
-    const size_t row0 = (size_t)blockIdx.x * RING_ROWS;
+    /* PART (PH = 4 only): the CTA computes lt < RW row tiles (ring_tiles); warps wid >= lt copy their
+     * share of x and keep the barriers, but no row of theirs is copied, computed or stored. Else lt = RW. */
+    static_assert(!PART || PH == 4, "partial CTAs are PH = 4 CTAs");
+    if constexpr (!PART) lt = RW;
+    const size_t row0 = (size_t)blockIdx.x * 16 * lt;
+    const bool live = !PART || wid < lt;
     unsigned char *const gsm = dyn_smem + grp * RING_ST * STB; /* the group's ring */
     /* the ring's barrier: the CTA's (PH = 4) or the group's named barrier 1 + grp of its NTH threads (an
      * immediate id: the branch is uniform in a warp) */
@@ -1136,6 +1141,7 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
         xsrc[k] = x + (size_t)(c < batch ? c : 0) * cols + 8 * (e & 31);
     }
     const bool wlast = tid + NTH * (KW - 1) < RING_ROWS * SEG; /* the last weight copy (the others always run) */
+    const int wlim = 16 * lt * SEG; /* PART: the copies of the CTA's 16 lt rows, e < wlim, run */
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(gsm);
     const uint32_t xdst = WB + (uint32_t)((tid >> 5) * XS * 2 + 16 * (tid & 31)); /* x segment tid; + k NTH / 32 columns */
     /* the copies run RING_ST - 1 super-blocks ahead through the CTA's sequence: its phases in order, each
@@ -1149,7 +1155,7 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
         islot = islot == RING_ST - 1 ? 0 : islot + 1;
 #pragma unroll
         for (int k = 0; k < KW; k++)
-            if (k < KW - 1 || wlast) {
+            if (PART ? tid + NTH * k < wlim : k < KW - 1 || wlast) {
                 if constexpr (ALIGNED) cp_async16_s(st + 16u * NTH * k, wsrc[k] + off);
                 else {
                     const uint32_t rel = wrel[k] + (uint32_t)off;
@@ -1190,6 +1196,7 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
             cp_async_commit();
             const unsigned char *st = gsm + cslot * STB;
             cslot = cslot == RING_ST - 1 ? 0 : cslot + 1;
+            if (PART && !live) continue;
             uint32_t va[1][W], vb[1][W];
             const size_t sb = (size_t)p + 4 * (size_t)k;
             /* the block's place in its slot: its offset mod 16 (0 for the aligned types) */
@@ -1246,6 +1253,9 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
 #endif
             }
     }
+#ifndef QG_CUDA_MUTANT_KQ_RING_DEAD_STORE /* a GPU-machine mutant: the idle warps store their (zero) rows */
+    if (PART && !live) return;
+#endif
 #pragma unroll
     for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -1339,19 +1349,52 @@ ring_cfg ring_config()
     return c;
 }
 
+/* Q8_K: row tiles a CTA of PH = 4 computes (ring_rw(4) = 8 warps). Two CTAs an SM share its issue
+ * slots, so the SM holding the most row tiles sets the time: 28672 rows as 224 CTAs of 8 tiles leave 92
+ * SMs with 16 tiles and 40 with 8. With lt tiles a CTA the busiest SM holds ceil(CTAs / SMs) lt of them
+ * whatever the placement (at most two CTAs each); the least such load over lt = 5..8 (ties: more tiles a
+ * CTA, fewer copies of x) is taken: 28672 rows 7 (256 CTAs, 14 tiles), 25344 rows 6. More CTAs copy x
+ * more often, so this pays only where a stage is mostly weights: Q8_K's 292-byte blocks (H200, 28672x8192,
+ * batch 1..16: 4-5% less time), while Q4_K lost 5% at batch 8 and 16 and Q5_K / Q6_K moved by -2% to +2%
+ * with 7 tiles; they keep 8. The rows a CTA computes change, never a row's operations: the same bits.
+ * QG_CUDA_KQ_RING_LT = 1..8 pins it (tests). */
+int ring_tiles(size_t rows, int sms)
+{
+    static const int pinned = [] {
+        const char *env = getenv("QG_CUDA_KQ_RING_LT");
+        return env != nullptr && env[0] >= '1' && env[0] <= '8' && env[1] == '\0' ? env[0] - '0' : 0;
+    }();
+    if (pinned != 0) return pinned;
+    const size_t tiles = (rows + 15) / 16;
+    int best = 8;
+    size_t best_load = SIZE_MAX;
+    for (int lt = 8; lt >= 5 && sms > 0; lt--) {
+        const size_t ctas = (tiles + lt - 1) / lt, load = (ctas + sms - 1) / sms * lt;
+        if (load < best_load) best = lt, best_load = load;
+    }
+    return best;
+}
+
 template <int T, int NT, int PH>
 int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
                    cudaStream_t s)
 {
     static bool attr_set = false;
-    constexpr int smem = ring_smem<T, NT, PH>(), rows_per_cta = 16 * ring_rw(PH);
+    constexpr int smem = ring_smem<T, NT, PH>();
+    /* partial CTAs: Q8_K's own kernel (the others' would be the same code; unused, so not built) */
+    constexpr bool PART = PH == 4 && T == QG_Q8_K;
     if (!attr_set) {
-        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e == cudaSuccess && PART) e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, PART>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_ring)", e);
         attr_set = true;
     }
+    const int lt = PART ? ring_tiles(rows, ring_config().sms) : ring_rw(PH);
+    const size_t rows_per_cta = 16 * (size_t)lt;
     const unsigned blocks = (unsigned)((rows + rows_per_cta - 1) / rows_per_cta);
-    k_kq_gemm_ring<T, NT, PH><<<blocks, PH == 4 ? 256 : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16);
+    if (lt < ring_rw(PH))
+        k_kq_gemm_ring<T, NT, PH, PART><<<blocks, PH == 4 ? 256 : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16, lt);
+    else k_kq_gemm_ring<T, NT, PH><<<blocks, PH == 4 ? 256 : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16, lt);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_ring launch", e);
 }

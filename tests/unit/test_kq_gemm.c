@@ -174,11 +174,14 @@ static void check_errors(const qg_kernel *k, qg_ktype t)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || (strcmp(argv[1], "ref") != 0 && strcmp(argv[1], "cuda") != 0)) {
-        fprintf(stderr, "usage: test_kq_gemm ref|cuda\n");
+    /* an optional type runs that type only (for sanitizer runs; the pinned stream then draws other shapes) */
+    if ((argc != 2 && argc != 3) || (strcmp(argv[1], "ref") != 0 && strcmp(argv[1], "cuda") != 0) ||
+        (argc == 3 && qg_kq_from_name(argv[2]) < 0)) {
+        fprintf(stderr, "usage: test_kq_gemm ref|cuda [q4_k|q5_k|q6_k|q8_k]\n");
         return 2;
     }
     g_be = argv[1];
+    const char *only = argc == 3 ? argv[2] : NULL;
     const qg_backend be = strcmp(g_be, "cuda") == 0 ? QG_BACKEND_CUDA : QG_BACKEND_REF;
     static const char *const fmts[] = {"q4_k", "q5_k", "q6_k", "q8_k"};
     char why[256];
@@ -192,6 +195,7 @@ int main(int argc, char **argv)
     }
     qg_rng_init(&g_rng, 0x4B51C0DEu);
     for (size_t i = 0; i < COUNT(fmts); i++) {
+        if (only != NULL && qg_kq_from_name(only) != qg_kq_from_name(fmts[i])) continue;
         const qg_kernel *k = qg_registry_find(fmts[i], "gemm", be);
         const qg_ktype t = (qg_ktype)qg_kq_from_name(fmts[i]);
         check_errors(k, t);
