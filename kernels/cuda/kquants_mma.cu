@@ -1158,6 +1158,13 @@ __global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gem
             if (PART ? tid + NTH * k < wlim : k < KW - 1 || wlast) {
                 if constexpr (ALIGNED) cp_async16_s(st + 16u * NTH * k, wsrc[k] + off);
                 else {
+                    /* Q8_K: the block's d and codes end 260 bytes past its start, which lies at most 12
+                     * bytes into its first 16-byte segment, so segments 17 and 18 (its bsums, which no
+                     * product reads, and the next block's head) need no copy. Skipped in the partial
+                     * CTAs at batch 1..8 only: H200, same run, 28672x8192 3-4% less time there, but
+                     * batch 16 (both kernels) 9-15% more and 8192x28672 batch 1 (PH = 1) 1.5% more */
+                    constexpr uint32_t Q8_USED = 16u * ((12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16);
+                    if (T == QG_Q8_K && PART && NT == 1 && wseg[k] >= Q8_USED) continue;
                     const uint32_t rel = wrel[k] + (uint32_t)off;
                     const uint8_t *src = wring + (rel - ((wring_lo + rel) & 15u)) + wseg[k];
                     if (src + 16 <= wend) cp_async16_s(st + 16u * NTH * k, src);
