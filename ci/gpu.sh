@@ -42,6 +42,12 @@ if [ -n "$CS" ]; then
     # batch of every type, shapes whose last block ends inside a 16-byte segment included.
     timed "compute-sanitizer: the K-quant ring kernel (memcheck)"
     QG_CUDA_KQ_RING_MIN=1 "$CS" --tool memcheck --kernel-name kns=k_kq_gemm_ring --error-exitcode 1 build/bin/test_kq_gemm cuda
+    # Q8_K's CTAs of fewer row tiles (3 of 8 pinned: idle warps, rows split across CTAs): races and bounds
+    timed "compute-sanitizer: the Q8_K ring kernel with 3 row tiles a CTA (racecheck, memcheck)"
+    for tool in racecheck memcheck; do
+        QG_CUDA_KQ_RING_PH=4 QG_CUDA_KQ_RING_LT=3 "$CS" --tool "$tool" --kernel-name kns=k_kq_gemm_ring --error-exitcode 1 \
+            build/bin/test_kq_gemm cuda q8_k
+    done
 else
     echo "compute-sanitizer not found: step skipped" >&2
 fi
