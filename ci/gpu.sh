@@ -42,11 +42,15 @@ if [ -n "$CS" ]; then
     # batch of every type, shapes whose last block ends inside a 16-byte segment included.
     timed "compute-sanitizer: the K-quant ring kernel (memcheck)"
     QG_CUDA_KQ_RING_MIN=1 "$CS" --tool memcheck --kernel-name kns=k_kq_gemm_ring --error-exitcode 1 build/bin/test_kq_gemm cuda
-    # Q8_K's CTAs of fewer row tiles (3 of 8 pinned: idle warps, rows split across CTAs): races and bounds
-    timed "compute-sanitizer: the Q8_K ring kernel with 3 row tiles a CTA (racecheck, memcheck)"
+    # CTAs of fewer row tiles: Q8_K's with 3 of 8 pinned (idle warps, rows split across CTAs) and Q5_K's
+    # of 7 warps: races and bounds
+    timed "compute-sanitizer: the ring kernel with 3 (Q8_K) and 7 (Q5_K) row tiles a CTA (racecheck, memcheck)"
     for tool in racecheck memcheck; do
-        QG_CUDA_KQ_RING_PH=4 QG_CUDA_KQ_RING_LT=3 "$CS" --tool "$tool" --kernel-name kns=k_kq_gemm_ring --error-exitcode 1 \
-            build/bin/test_kq_gemm cuda q8_k
+        for v in "3 q8_k" "7 q5_k"; do
+            set -- $v
+            QG_CUDA_KQ_RING_PH=4 QG_CUDA_KQ_RING_MIN=1 QG_CUDA_KQ_RING_LT=$1 "$CS" --tool "$tool" --kernel-name kns=k_kq_gemm_ring \
+                --error-exitcode 1 build/bin/test_kq_gemm cuda "$2"
+        done
     done
 else
     echo "compute-sanitizer not found: step skipped" >&2

@@ -1033,7 +1033,7 @@ template <int T> __host__ __device__ constexpr int ring_slot() { return T == QG_
 /* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
 __host__ __device__ constexpr int ring_rw(int ph) { return ph == 4 ? 8 : 4; }
 /* a stage: the ring's 16 RW row slots of one super-block, then its activations (NT 8 columns of XS halves) */
-template <int T, int NT, int PH> __host__ __device__ constexpr int ring_stage_bytes() { return 16 * ring_rw(PH) * ring_slot<T>() + NT * 8 * XS * 2; }
+template <int T, int NT, int PH, int RW = ring_rw(PH)> __host__ __device__ constexpr int ring_stage_bytes() { return 16 * RW * ring_slot<T>() + NT * 8 * XS * 2; }
 /* stages a ring: as many as 227 KB an SM hold (PH = 4, two CTAs: Q4_K 4 of 26.5 KB, Q5_K 3 of 30.5 KB,
  * Q6_K 3 of 36.5 KB, Q8_K 2 of 46.5 KB; PH = 1, four rings: Q4_K 3 of 17.5 KB, the others 2 of 19.5 to
  * 27.5 KB) */
@@ -1041,7 +1041,7 @@ template <int T, int PH> __host__ __device__ constexpr int ring_st()
 {
     return PH == 4 ? (T == QG_Q4_K ? 4 : T == QG_Q8_K ? 2 : 3) : (T == QG_Q4_K ? 3 : 2);
 }
-template <int T, int NT, int PH> constexpr int ring_smem() { return (PH == 4 ? 1 : 4) * ring_st<T, PH>() * ring_stage_bytes<T, NT, PH>(); }
+template <int T, int NT, int PH, int RW = ring_rw(PH)> constexpr int ring_smem() { return (PH == 4 ? 1 : 4) * ring_st<T, PH>() * ring_stage_bytes<T, NT, PH, RW>(); }
 
 /* The words load_words() (and, for Q6_K, q6_align_words()) give, from a block at p in shared memory
  * (Q6_K: p even, possibly 2 bytes past a 4-byte boundary: each word from two 2-byte reads). */
@@ -1069,16 +1069,16 @@ __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t,
 }
 #endif
 
-template <int T, int NT, int PH, bool PART = false>
-__global__ void __launch_bounds__(PH == 4 ? 256 : 512, PH == 4 ? 2 : 1) k_kq_gemm_ring(const uint8_t *__restrict__ w, size_t rows, size_t nb,
+template <int T, int NT, int PH, bool PART = false, int RWX = ring_rw(PH)>
+__global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_kq_gemm_ring(const uint8_t *__restrict__ w, size_t rows, size_t nb,
                                                                                     const __half *__restrict__ x, size_t cols, int batch,
                                                                                     float *y32, uint16_t *y16, int lt)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int RW = ring_rw(PH), BB = ring_bb<T>(), SLOT = ring_slot<T>(), SEG = SLOT / 16, W = wwords<T>::n, NC = NT * 8;
-    constexpr int NTH = RW * 32, RING_ROWS = 16 * RW, WB = RING_ROWS * SLOT, STB = ring_stage_bytes<T, NT, PH>();
+    constexpr int RW = RWX, BB = ring_bb<T>(), SLOT = ring_slot<T>(), SEG = SLOT / 16, W = wwords<T>::n, NC = NT * 8;
+    constexpr int NTH = RW * 32, RING_ROWS = 16 * RW, WB = RING_ROWS * SLOT, STB = ring_stage_bytes<T, NT, PH, RW>();
     constexpr bool ALIGNED = BB % 16 == 0;
-    constexpr int KW = (RING_ROWS * SEG + NTH - 1) / NTH, KX = NC * 32 / NTH; /* copies a thread and stage */
+    constexpr int KW = (RING_ROWS * SEG + NTH - 1) / NTH, KX = (NC * 32 + NTH - 1) / NTH; /* copies a thread and stage */
     constexpr int RING_ST = ring_st<T, PH>();
     extern __shared__ __align__(16) unsigned char dyn_smem[];
     /* PH = 1: the CTA's 4 phase groups, each its own ring; tid, wid: the thread's and warp's place in its group */
@@ -1356,15 +1356,15 @@ ring_cfg ring_config()
     return c;
 }
 
-/* Q8_K: row tiles a CTA of PH = 4 computes (ring_rw(4) = 8 warps). Two CTAs an SM share its issue
- * slots, so the SM holding the most row tiles sets the time: 28672 rows as 224 CTAs of 8 tiles leave 92
- * SMs with 16 tiles and 40 with 8. With lt tiles a CTA the busiest SM holds ceil(CTAs / SMs) lt of them
- * whatever the placement (at most two CTAs each); the least such load over lt = 5..8 (ties: more tiles a
- * CTA, fewer copies of x) is taken: 28672 rows 7 (256 CTAs, 14 tiles), 25344 rows 6. More CTAs copy x
- * more often, so this pays only where a stage is mostly weights: Q8_K's 292-byte blocks (H200, 28672x8192,
- * batch 1..16: 4-5% less time), while Q4_K lost 5% at batch 8 and 16 and Q5_K / Q6_K moved by -2% to +2%
- * with 7 tiles; they keep 8. The rows a CTA computes change, never a row's operations: the same bits.
- * QG_CUDA_KQ_RING_LT = 1..8 pins it (tests). */
+/* Row tiles a CTA of PH = 4 computes. Two CTAs an SM share its issue slots, so the SM holding the most
+ * row tiles sets the time: 28672 rows as 224 CTAs of 8 tiles leave 92 SMs with 16 tiles and 40 with 8.
+ * With lt tiles a CTA the busiest SM holds ceil(CTAs / SMs) lt of them whatever the placement (at most two
+ * CTAs each); the least such load over lt = 5..8 (ties: more tiles a CTA, fewer copies of x) is taken:
+ * 28672 rows 7 (256 CTAs, 14 tiles), 25344 rows 6. Q8_K runs it as 8-warp CTAs of which lt compute
+ * (PART); Q4_K, Q5_K and Q6_K take 7-warp CTAs where lt = 7 and keep 8 otherwise: with an idle eighth
+ * warp they measured 2-5% slower (H200, 28672x8192), with 7 warps 1-3% faster; Q8_K the other way round
+ * (4-5% faster idle-warp CTAs, 7-warp CTAs 3% slower and spilling at batch 16). The rows a CTA computes
+ * change, never a row's operations: the same bits. QG_CUDA_KQ_RING_LT = 1..8 pins it (tests). */
 int ring_tiles(size_t rows, int sms)
 {
     static const int pinned = [] {
@@ -1395,6 +1395,22 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
         if (e == cudaSuccess && PART) e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, PART>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_ring)", e);
         attr_set = true;
+    }
+    /* Q4_K, Q5_K, Q6_K: CTAs of 7 warps where 7 row tiles a CTA balance the SMs best (ring_tiles) */
+    if constexpr (PH == 4 && T != QG_Q8_K) {
+        if (ring_tiles(rows, ring_config().sms) == 7) {
+            constexpr int smem7 = ring_smem<T, NT, PH, 7>();
+            static bool attr7 = false;
+            if (!attr7) {
+                const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, false, 7>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem7);
+                if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_ring)", e);
+                attr7 = true;
+            }
+            const unsigned blocks7 = (unsigned)((rows + 16 * 7 - 1) / (16 * 7));
+            k_kq_gemm_ring<T, NT, PH, false, 7><<<blocks7, 7 * 32, smem7, s>>>(w, rows, nb, x, cols, batch, y32, y16, 7);
+            const cudaError_t e = cudaGetLastError();
+            return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_ring launch", e);
+        }
     }
     const int lt = PART ? ring_tiles(rows, ring_config().sms) : ring_rw(PH);
     const size_t rows_per_cta = 16 * (size_t)lt;

@@ -18,9 +18,9 @@ if(QG_HAVE_CUDA)
   # The ring kernel (sm_90: from batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 by default; the test's
   # shapes are small, so the default takes its CTAs of 4 phase groups): ring.ph4 pins its CTAs of all four
   # phases, ring.all runs it from batch 1 for every type, ring.off leaves batch 1..16 to the staged kernel.
-  # ring.lt3 / ring.lt7: Q8_K's CTAs of all four phases computing 3 or 7 of their 8 row tiles (what the
-  # host picks for some row counts, ring_tiles), the other warps copying x and keeping the barriers only,
-  # at every batch (the other types' CTAs always compute 8)
+  # ring.lt3 / ring.lt7: CTAs of all four phases with 3 or 7 row tiles pinned (what the host picks for
+  # some row counts, ring_tiles) at every batch: Q8_K's 8-warp CTAs computing 3 or 7 of their row tiles,
+  # the other warps copying x and keeping the barriers only; Q4_K, Q5_K and Q6_K in 7-warp CTAs (lt7)
   foreach(v "ph4;QG_CUDA_KQ_RING_PH=4" "all;QG_CUDA_KQ_RING_MIN=1" "off;QG_CUDA_KQ_MMA_RING=0"
             "lt3;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=3"
             "lt7;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=7")
