@@ -1012,9 +1012,10 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
  * and Q5_K blocks (144, 176 bytes) are 16-byte aligned and copied as they are; a Q6_K block (210 bytes, at
  * a 2-byte offset) or Q8_K block (292, 4-byte) as the 16-byte segments that cover it, read from its offset
  * in them. 16 warps an SM either way:
- *   PH = 4: a CTA is one ring of 8 warps (128 rows) walking all 4 phases, phase after phase (super-blocks
- *           p, p + 4, ... in order), each phase's sum then added to the total: two CTAs an SM, used where
- *           the row blocks alone fill the SMs;
+ *   PH = 4: a CTA is one ring of 8 warps (128 rows; 7 warps, or 8 of which fewer compute, where that
+ *           balances the SMs: ring_tiles) walking all 4 phases, phase after phase (super-blocks p, p + 4,
+ *           ... in order), each phase's sum then added to the total: two CTAs an SM, used where the row
+ *           blocks alone fill the SMs;
  *   PH = 1: a CTA is 4 rings of 4 warps (64 rows), ring p the phase p with its own named barrier, and
  *           ring 0 adds the others' sums from shared memory at the end: one CTA an SM, 4 times the CTAs
  *           of PH = 4 for the same rows (8192 rows: 128 CTAs). (Clusters of 4 one-phase CTAs were
