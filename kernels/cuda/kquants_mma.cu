@@ -1363,7 +1363,7 @@ ring_cfg ring_config()
  * CTAs each); the least such load over lt = 5..8 (ties: more tiles a CTA, fewer copies of x) is taken:
  * 28672 rows 7 (256 CTAs, 14 tiles), 25344 rows 6. Q8_K runs it as 8-warp CTAs of which lt compute
  * (PART); Q4_K, Q5_K and Q6_K take 7-warp CTAs where lt = 7 and keep 8 otherwise: with an idle eighth
- * warp they measured 2-5% slower (H200, 28672x8192), with 7 warps 1-3% faster; Q8_K the other way round
+ * warp they measured 2-5% slower (H200, 28672x8192), with 7 warps 1-3.5% faster; Q8_K the other way round
  * (4-5% faster idle-warp CTAs, 7-warp CTAs 3% slower and spilling at batch 16). The rows a CTA computes
  * change, never a row's operations: the same bits. QG_CUDA_KQ_RING_LT = 1..8 pins it (tests). */
 int ring_tiles(size_t rows, int sms)
