@@ -47,9 +47,8 @@ if [ -n "$CS" ]; then
     timed "compute-sanitizer: the ring kernel with 3 (Q8_K) and 7 (Q5_K) row tiles a CTA (racecheck, memcheck)"
     for tool in racecheck memcheck; do
         for v in "3 q8_k" "7 q5_k"; do
-            set -- $v
-            QG_CUDA_KQ_RING_PH=4 QG_CUDA_KQ_RING_MIN=1 QG_CUDA_KQ_RING_LT=$1 "$CS" --tool "$tool" --kernel-name kns=k_kq_gemm_ring \
-                --error-exitcode 1 build/bin/test_kq_gemm cuda "$2"
+            QG_CUDA_KQ_RING_PH=4 QG_CUDA_KQ_RING_MIN=1 QG_CUDA_KQ_RING_LT="${v% *}" "$CS" --tool "$tool" --kernel-name kns=k_kq_gemm_ring \
+                --error-exitcode 1 build/bin/test_kq_gemm cuda "${v#* }"
         done
     done
 else

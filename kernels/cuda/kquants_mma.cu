@@ -1383,44 +1383,40 @@ int ring_tiles(size_t rows, int sms)
     return best;
 }
 
+/* One ring kernel instance over all rows, lt row tiles a CTA: its shared memory raised once, then the launch. */
+template <int T, int NT, int PH, bool PART, int RW>
+int launch_ring_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
+                       int lt, cudaStream_t s)
+{
+    static bool attr_set = false;
+    constexpr int smem = ring_smem<T, NT, PH, RW>();
+    if (!attr_set) {
+        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, PART, RW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_ring)", e);
+        attr_set = true;
+    }
+    const size_t rows_per_cta = 16 * (size_t)lt;
+    const unsigned blocks = (unsigned)((rows + rows_per_cta - 1) / rows_per_cta);
+    k_kq_gemm_ring<T, NT, PH, PART, RW><<<blocks, PH == 4 ? 32 * RW : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16, lt);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_ring launch", e);
+}
+
+/* PH = 4 takes ring_tiles' lt: Q8_K as 8-warp CTAs of which lt compute (PART, built for Q8_K only), Q4_K,
+ * Q5_K and Q6_K as 7-warp CTAs where lt = 7; everything else as CTAs of ring_rw(PH) warps. */
 template <int T, int NT, int PH>
 int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
                    cudaStream_t s)
 {
-    static bool attr_set = false;
-    constexpr int smem = ring_smem<T, NT, PH>();
-    /* partial CTAs: Q8_K's own kernel (the others' would be the same code; unused, so not built) */
-    constexpr bool PART = PH == 4 && T == QG_Q8_K;
-    if (!attr_set) {
-        cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e == cudaSuccess && PART) e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, PART>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_ring)", e);
-        attr_set = true;
-    }
-    /* Q4_K, Q5_K, Q6_K: CTAs of 7 warps where 7 row tiles a CTA balance the SMs best (ring_tiles) */
-    if constexpr (PH == 4 && T != QG_Q8_K) {
-        if (ring_tiles(rows, ring_config().sms) == 7) {
-            constexpr int smem7 = ring_smem<T, NT, PH, 7>();
-            static bool attr7 = false;
-            if (!attr7) {
-                const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, false, 7>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem7);
-                if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_ring)", e);
-                attr7 = true;
-            }
-            const unsigned blocks7 = (unsigned)((rows + 16 * 7 - 1) / (16 * 7));
-            k_kq_gemm_ring<T, NT, PH, false, 7><<<blocks7, 7 * 32, smem7, s>>>(w, rows, nb, x, cols, batch, y32, y16, 7);
-            const cudaError_t e = cudaGetLastError();
-            return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_ring launch", e);
+    if constexpr (PH == 4) {
+        const int lt = ring_tiles(rows, ring_config().sms);
+        if constexpr (T == QG_Q8_K) {
+            if (lt < 8) return launch_ring_kernel<T, NT, 4, true, 8>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
+        } else if (lt == 7) {
+            return launch_ring_kernel<T, NT, 4, false, 7>(w, rows, nb, x, cols, batch, y32, y16, 7, s);
         }
     }
-    const int lt = PART ? ring_tiles(rows, ring_config().sms) : ring_rw(PH);
-    const size_t rows_per_cta = 16 * (size_t)lt;
-    const unsigned blocks = (unsigned)((rows + rows_per_cta - 1) / rows_per_cta);
-    if (lt < ring_rw(PH))
-        k_kq_gemm_ring<T, NT, PH, PART><<<blocks, PH == 4 ? 256 : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16, lt);
-    else k_kq_gemm_ring<T, NT, PH><<<blocks, PH == 4 ? 256 : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16, lt);
-    const cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_ring launch", e);
+    return launch_ring_kernel<T, NT, PH, false, ring_rw(PH)>(w, rows, nb, x, cols, batch, y32, y16, ring_rw(PH), s);
 }
 
 /* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */
