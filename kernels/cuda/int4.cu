@@ -303,13 +303,15 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src)
  * is copied by lane 4 gr + t: rows gr, gr + 8 of the groups of k-tiles 0 and 2), then x [half][row r <
  * 8 MT][t] (64 MT): rows below R (the CTA's rows of x) are copied every chunk, rows R .. 8 MT - 1 are
  * set to zero once, so every lane loads its B fragments unconditionally. Last the RING_NB mbarriers. */
-constexpr int RING_SZ = 0, RING_X = WARPS * 8;
+/* W warps a CTA (W n-tiles): WARPS, or 7 where that balances the SMs (ring_warps) */
+constexpr int RING_SZ = 0;
 constexpr int RING_SZG_WORDS = 8 * WARPS * ROWS; /* the ws kernel's sz words a slot: 8 groups of the CTA's 64 channels */
-constexpr int RING_CODES = RING_NB * WARPS * RING_B * 32;
-__host__ __device__ constexpr int ring_stage_u4(int MT) { return RING_X + 64 * MT; }
+__host__ __device__ constexpr int ring_x(int W) { return W * 8; }
+__host__ __device__ constexpr int ring_codes(int W) { return RING_NB * W * RING_B * 32; }
+__host__ __device__ constexpr int ring_stage_u4(int MT, int W) { return ring_x(W) + 64 * MT; }
 
-template <int MT>
-size_t ring_smem_bytes() { return (size_t)(RING_CODES + RING_B * RING_NB * ring_stage_u4(MT)) * 16 + RING_NB * sizeof(uint64_t); }
+template <int MT, int W>
+size_t ring_smem_bytes() { return (size_t)(ring_codes(W) + RING_B * RING_NB * ring_stage_u4(MT, W)) * 16 + RING_NB * sizeof(uint64_t); }
 
 /* sm_90 bulk copies of the ring's code words, completing on mbarriers (common.cuh). */
 #define QG_INT4_BULK QG_CUDA_MBAR
@@ -383,14 +385,14 @@ __device__ __forceinline__ void pair_mma_x(w4a16_acc<MT> &a, int qa, const uint4
 #endif
 }
 
-/* The ring kernel's pair: x at RING_X of stages STG apart, the sz words in the stages' slots. */
-template <int MT, int CPG>
+/* The ring kernel's pair: x at ring_x(W) of stages STG apart, the sz words in the stages' slots. */
+template <int MT, int CPG, int W>
 __device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *st, const uint4 *cw, int warp, int gr, int t)
 {
-    constexpr int STG = ring_stage_u4(MT);
+    constexpr int STG = ring_stage_u4(MT, W);
     if (a.cur >= 0) acc_flush<MT>(a);
     const uint4 zA = st[RING_SZ + warp * 8 + gr], zB = st[CPG * STG + RING_SZ + warp * 8 + gr];
-    pair_mma_x<MT, CPG, STG, RING_X>(a, qa, st, cw, zA.x, zA.y, zB.x, zB.y, gr, t);
+    pair_mma_x<MT, CPG, STG, ring_x(W)>(a, qa, st, cw, zA.x, zA.y, zB.x, zB.y, gr, t);
 }
 
 /* Warp tiles of one n-tile and MT <= 2 m-tiles, for M <= 16. At small M the time is the
@@ -403,9 +405,10 @@ __device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *
  * One barrier per group: after it, the group's copies by every thread have landed (each thread waited
  * for its own cp.async and for the mbarrier) and every warp has finished the previous group, whose slots
  * the copies issued next refill. All warps of a CTA walk the same chunks;
- * a warp past the last n-tile copies the last n-tile's codes and stores nothing. */
-template <int MT, int PAIR>
-__global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
+ * a warp past the last n-tile copies the last n-tile's codes and stores nothing. W warps a CTA: 4 CTAs of
+ * 4 an SM, or 2 of 7 (register bound 144). */
+template <int MT, int PAIR, int W>
+__global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
                                                                      const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
                                                                      float *__restrict__ part, unsigned *__restrict__ cnt,
                                                                      float *__restrict__ y32, uint16_t *__restrict__ y16, int R)
@@ -413,14 +416,18 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     constexpr int B = RING_B, NB = RING_NB;
     extern __shared__ uint4 ring_smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tid = threadIdx.x;
-    const int nt = blockIdx.y * WARPS + warp;
+#ifdef QG_CUDA_MUTANT_INT4_RING_W
+    const int nt = blockIdx.y * WARPS + warp; /* the n-tiles of a 4-warp CTA whatever W */
+#else
+    const int nt = blockIdx.y * W + warp;
+#endif
     const bool live = nt < sh.nt;
     const int ntc = live ? nt : sh.nt - 1;
     const int s = blockIdx.z;
     const int m0 = blockIdx.x * 8 * MT;
     const int c0 = (int)((long long)sh.kc * s / splits), c1 = (int)((long long)sh.kc * (s + 1) / splits);
     const int gr = lane >> 2, t = lane & 3;
-    constexpr int STG = ring_stage_u4(MT), XR = 8 * MT;
+    constexpr int STG = ring_stage_u4(MT, W), XR = 8 * MT, RING_X = ring_x(W), RING_CODES = ring_codes(W);
 
     w4a16_acc<MT> acc;
     acc_init<MT>(acc);
@@ -443,13 +450,13 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
     const int zk = 2 * (t >> 1);
     /* x rows R .. XR - 1 of every stage: zero (never copied; ordered before any read by the first barrier) */
     if (R < XR)
-        for (int i = tid; i < B * NB * 2 * XR * 4; i += WARPS * 32) {
+        for (int i = tid; i < B * NB * 2 * XR * 4; i += W * 32) {
             const int u = i % (2 * XR * 4);
             if ((u >> 2) % XR >= R) stg[(i / (2 * XR * 4)) * STG + RING_X + u] = make_uint4(0, 0, 0, 0);
         }
     /* one arrival a warp per ring group (its bulk copy's lane), visible to the copies before any is issued */
     if (QG_INT4_BULK && tid == 0) {
-        for (int i = 0; i < NB; i++) mbar_init(bars + 8u * i, WARPS);
+        for (int i = 0; i < NB; i++) mbar_init(bars + 8u * i, W);
         mbar_init_fence();
     }
     if (QG_INT4_BULK) __syncthreads();
@@ -475,7 +482,7 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
         const int sl = islot, slot0 = sl * B, cb = c0 + gi * B;
         islot = sl == NB - 1 ? 0 : sl + 1;
         /* the warp's codes of the ring group, [warp][chunk][lane] */
-        const uint32_t cdst = codes + 16u * (uint32_t)((sl * WARPS + warp) * B * 32);
+        const uint32_t cdst = codes + 16u * (uint32_t)((sl * W + warp) * B * 32);
         const uint4 *const wg = wnext;
         wnext += B * 32;
         if (QG_INT4_BULK && lane == 0) {
@@ -547,18 +554,18 @@ __global__ void __launch_bounds__(WARPS * 32, 4) w4a16_tc_ring_kernel(const uint
         cp_async_commit();
         const int slot0 = cslot * B;
         const int cf = c0 + gi * B;
-        const uint4 *cw = ring_smem + (cslot * WARPS + warp) * B * 32 + lane; /* the lane's codes of chunk cf */
+        const uint4 *cw = ring_smem + (cslot * W + warp) * B * 32 + lane; /* the lane's codes of chunk cf */
         if (++cslot == NB) cslot = 0, cphase ^= 1u;
         /* PAIR: chunks a group, set on the host (0: g is not 64 or 128, and the kernel keeps its code).
          * g = 128 (gshift 3: chunks 2q, 2q + 1 form group q) where the ring group's four chunks are two
          * whole groups; g = 64 (chunk c is group c) as two pairs of groups */
         if (PAIR == 2 && B == 4 && (cf & 1) == 0 && cf + 3 < c1 && (cf >> 1) + 1 <= sh.G - 1) {
-            pair_mma<MT, 2>(acc, cf >> 1, stg + (size_t)slot0 * STG, cw, warp, gr, t);
+            pair_mma<MT, 2, W>(acc, cf >> 1, stg + (size_t)slot0 * STG, cw, warp, gr, t);
             continue;
         }
         if (PAIR == 1 && B == 4 && cf + 3 < c1 && cf + 3 <= sh.G - 1) {
-            pair_mma<MT, 1>(acc, cf, stg + (size_t)slot0 * STG, cw, warp, gr, t);
-            pair_mma<MT, 1>(acc, cf + 2, stg + (size_t)(slot0 + 2) * STG, cw + 64, warp, gr, t);
+            pair_mma<MT, 1, W>(acc, cf, stg + (size_t)slot0 * STG, cw, warp, gr, t);
+            pair_mma<MT, 1, W>(acc, cf + 2, stg + (size_t)(slot0 + 2) * STG, cw + 64, warp, gr, t);
             continue;
         }
 #pragma unroll
@@ -1534,10 +1541,14 @@ int ring_attrs_once()
 {
     static const cudaError_t e = [] {
         cudaError_t r = cudaSuccess;
-        for (auto k : {w4a16_tc_ring_kernel<1, 0>, w4a16_tc_ring_kernel<1, 1>, w4a16_tc_ring_kernel<1, 2>})
-            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1>());
-        for (auto k : {w4a16_tc_ring_kernel<2, 0>, w4a16_tc_ring_kernel<2, 1>, w4a16_tc_ring_kernel<2, 2>})
-            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2>());
+        for (auto k : {w4a16_tc_ring_kernel<1, 0, WARPS>, w4a16_tc_ring_kernel<1, 1, WARPS>, w4a16_tc_ring_kernel<1, 2, WARPS>})
+            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1, WARPS>());
+        for (auto k : {w4a16_tc_ring_kernel<2, 0, WARPS>, w4a16_tc_ring_kernel<2, 1, WARPS>, w4a16_tc_ring_kernel<2, 2, WARPS>})
+            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2, WARPS>());
+        for (auto k : {w4a16_tc_ring_kernel<1, 0, 7>, w4a16_tc_ring_kernel<1, 1, 7>, w4a16_tc_ring_kernel<1, 2, 7>})
+            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1, 7>());
+        for (auto k : {w4a16_tc_ring_kernel<2, 0, 7>, w4a16_tc_ring_kernel<2, 1, 7>, w4a16_tc_ring_kernel<2, 2, 7>})
+            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2, 7>());
         return r;
     }();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel shared memory", e);
@@ -1578,6 +1589,21 @@ bool ws_use()
     return use;
 }
 
+/* Warps (n-tiles) a CTA of the ring kernel: 7 (two CTAs an SM) where that lowers the busiest SM's warps,
+ * ceil(CTAs / SMs) x W, below 4 x ceil(CTAs / SMs) with 4-warp CTAs (four an SM), e.g. 28672 rows: 448
+ * CTAs of 4 put 16 warps on some SMs and 12 on others, 256 of 7 at most 14 on any. ms: the grid's
+ * m-blocks x splits. QG_CUDA_INT4_RING_W=4 or 7 forces one (tests and timing); same operations per output
+ * either way: W only decides which CTA computes an n-tile. */
+int env_one_of(const char *name, int a, int b);
+int ring_warps(int nt, int ms)
+{
+    static const int forced = env_one_of("QG_CUDA_INT4_RING_W", 4, 7);
+    if (forced != 0) return forced;
+    const size_t sms = (size_t)qg_cuda_sm_count();
+    const size_t c4 = ceil_div((size_t)nt, (size_t)WARPS) * (size_t)ms, c7 = ceil_div((size_t)nt, (size_t)7) * (size_t)ms;
+    return c7 <= 2 * sms && 7 * ceil_div(c7, sms) < (size_t)WARPS * ceil_div(c4, sms) ? 7 : WARPS;
+}
+
 template <int MT>
 int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int splits, float *part, unsigned *cnt, float *y32,
                 uint16_t *y16, cudaStream_t st)
@@ -1595,9 +1621,18 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
         return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ws_kernel launch", e);
     }
     /* g = 64, 128: the paired-chain kernels (pair_mma); same operations per output as the other */
-    auto kern = d.gshift == 3 ? w4a16_tc_ring_kernel<MT, 2> : d.gshift == 2 ? w4a16_tc_ring_kernel<MT, 1> : w4a16_tc_ring_kernel<MT, 0>;
-    kern<<<grid, WARPS * 32, ring_smem_bytes<MT>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt, y32,
-                                                          y16, R);
+    if (ring_warps(d.nt, (int)grid.x * splits) == 7) {
+        grid.y = (unsigned)ceil_div((size_t)d.nt, 7);
+        auto kern = d.gshift == 3 ? w4a16_tc_ring_kernel<MT, 2, 7> : d.gshift == 2 ? w4a16_tc_ring_kernel<MT, 1, 7> : w4a16_tc_ring_kernel<MT, 0, 7>;
+        kern<<<grid, 7 * 32, ring_smem_bytes<MT, 7>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt,
+                                                              y32, y16, R);
+    } else {
+        auto kern = d.gshift == 3 ? w4a16_tc_ring_kernel<MT, 2, WARPS>
+                    : d.gshift == 2 ? w4a16_tc_ring_kernel<MT, 1, WARPS>
+                                    : w4a16_tc_ring_kernel<MT, 0, WARPS>;
+        kern<<<grid, WARPS * 32, ring_smem_bytes<MT, WARPS>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part,
+                                                                     cnt, y32, y16, R);
+    }
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel launch", e);
 }

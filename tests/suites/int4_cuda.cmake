@@ -12,6 +12,12 @@ if(QG_HAVE_CUDA)
   # at every M too, against the same reference and the same rows inside M = 1024
   qg_add_test(NAME gpu.int4_cuda.gemm.ring LABELS gpu COMMAND test_int4_cuda gemm)
   set_property(TEST gpu.int4_cuda.gemm.ring APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WS=0)
+  # CTAs of 7 warps (the default where they balance the SMs, e.g. 28672 rows), forced on every shape: at
+  # M <= 8 through the ring kernel too
+  foreach(mode gemm splitk workspace)
+    qg_add_test(NAME gpu.int4_cuda.${mode}.ring7 LABELS gpu COMMAND test_int4_cuda ${mode})
+    set_property(TEST gpu.int4_cuda.${mode}.ring7 APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_RING_W=7 QG_CUDA_INT4_WS=0)
+  endforeach()
   # M > 16 runs the wgmma kernel in sm_90a builds on sm_90; the mma.sync kernel (what every other build
   # and device runs there) gets the same checks with it switched off
   # (and its two CTA widths, each forced once: the host picks one from the grid size)
