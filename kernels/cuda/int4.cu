@@ -1557,21 +1557,26 @@ int ring_attrs_once()
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel shared memory", e);
 }
 
-/* The producer-warp kernel runs at M <= ws_max_m() where its sm_90 code is what runs (binary version
- * >= 90); its shared memory raised once. QG_CUDA_INT4_WS=m (0 .. 16) moves the bound (0: never), so one
- * binary tests and times both kernels; same operations per output either way. */
+/* The producer-warp kernel runs at M <= ws_max_m(d, splits) where its sm_90 code is what runs (binary
+ * version >= 90); its shared memory raised once. The bound is 8, and 5 where a split is at least 64
+ * chunks long and g is 64 or 128 (the paired chains): there the ring kernel is the faster one from M = 6
+ * (H200, g = 128, same run: M = 6 / 8 on 28672 x 8192 42.2 / 43.6 -> 40.7 / 40.5 us, 8192 x 28672 38.8 /
+ * 40.2 -> 38.3 / 38.6 us), not on shorter splits (8192 x 8192, 4096 x 14336: within -1% to +2%) nor at g
+ * = 32 (2-8% slower). QG_CUDA_INT4_WS=m (0 .. 16) sets the bound (0: never), so one binary tests and
+ * times both kernels; same operations per output either way. */
 #ifndef QG_INT4_WS_MAX_M
 #define QG_INT4_WS_MAX_M 8
 #endif
-int ws_max_m()
+int ws_max_m(const dev_shape &d, int splits)
 {
     static const int m = [] {
         const char *env = getenv("QG_CUDA_INT4_WS");
-        if (env == nullptr || env[0] < '0' || env[0] > '9') return QG_INT4_WS_MAX_M;
+        if (env == nullptr || env[0] < '0' || env[0] > '9') return -1;
         const long v = strtol(env, nullptr, 10);
         return v < 0 ? 0 : v > 16 ? 16 : (int)v;
     }();
-    return m;
+    if (m >= 0) return m;
+    return (d.gshift == 2 || d.gshift == 3) && d.kc / splits >= 64 ? 5 : QG_INT4_WS_MAX_M;
 }
 bool ws_use()
 {
@@ -1616,7 +1621,7 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
     const dev_shape d = dev_shape_of(w->s);
     const int R = M < 8 * MT ? M : 8 * MT; /* rows of x of the fullest CTA */
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
-    if (M <= ws_max_m() && ws_use()) {
+    if (M <= ws_max_m(d, splits) && ws_use()) {
         auto kw = d.gshift == 3 ? w4a16_tc_ws_kernel<MT, 2> : d.gshift == 2 ? w4a16_tc_ws_kernel<MT, 1> : w4a16_tc_ws_kernel<MT, 0>;
         kw<<<grid, (WARPS + 1) * 32, ws_smem_bytes<MT>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt,
                                                                y32, y16, R);
