@@ -1538,20 +1538,31 @@ int perm_of(const qg_w4a16 *L, int32_t *perm)
     return QG_ERR_ok;
 }
 
+/* The ring kernel of MT m-tiles and W warps for group shift gshift: PAIR 2 (g = 128), 1 (g = 64), else 0 */
+template <int MT, int W>
+auto ring_kernel_of(int gshift)
+{
+    return gshift == 3 ? w4a16_tc_ring_kernel<MT, 2, W> : gshift == 2 ? w4a16_tc_ring_kernel<MT, 1, W> : w4a16_tc_ring_kernel<MT, 0, W>;
+}
+/* the shared memory of the three PAIR instances of one (MT, W) */
+template <int MT, int W>
+cudaError_t ring_attrs()
+{
+    cudaError_t r = cudaSuccess;
+    for (int gshift : {3, 2, 0})
+        if (r == cudaSuccess)
+            r = cudaFuncSetAttribute(ring_kernel_of<MT, W>(gshift), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<MT, W>());
+    return r;
+}
 /* The ring kernel's dynamic shared memory (above the default 48 KB): raised once per process, before the
  * first launch (not inside a stream capture). */
 int ring_attrs_once()
 {
     static const cudaError_t e = [] {
-        cudaError_t r = cudaSuccess;
-        for (auto k : {w4a16_tc_ring_kernel<1, 0, WARPS>, w4a16_tc_ring_kernel<1, 1, WARPS>, w4a16_tc_ring_kernel<1, 2, WARPS>})
-            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1, WARPS>());
-        for (auto k : {w4a16_tc_ring_kernel<2, 0, WARPS>, w4a16_tc_ring_kernel<2, 1, WARPS>, w4a16_tc_ring_kernel<2, 2, WARPS>})
-            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2, WARPS>());
-        for (auto k : {w4a16_tc_ring_kernel<1, 0, 7>, w4a16_tc_ring_kernel<1, 1, 7>, w4a16_tc_ring_kernel<1, 2, 7>})
-            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<1, 7>());
-        for (auto k : {w4a16_tc_ring_kernel<2, 0, 7>, w4a16_tc_ring_kernel<2, 1, 7>, w4a16_tc_ring_kernel<2, 2, 7>})
-            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<2, 7>());
+        cudaError_t r = ring_attrs<1, WARPS>();
+        if (r == cudaSuccess) r = ring_attrs<2, WARPS>();
+        if (r == cudaSuccess) r = ring_attrs<1, 7>();
+        if (r == cudaSuccess) r = ring_attrs<2, 7>();
         return r;
     }();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel shared memory", e);
@@ -1629,18 +1640,12 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
         return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ws_kernel launch", e);
     }
     /* g = 64, 128: the paired-chain kernels (pair_mma); same operations per output as the other */
-    if (ring_warps(d.nt, (int)grid.x * splits) == 7) {
-        grid.y = (unsigned)ceil_div((size_t)d.nt, 7);
-        auto kern = d.gshift == 3 ? w4a16_tc_ring_kernel<MT, 2, 7> : d.gshift == 2 ? w4a16_tc_ring_kernel<MT, 1, 7> : w4a16_tc_ring_kernel<MT, 0, 7>;
-        kern<<<grid, 7 * 32, ring_smem_bytes<MT, 7>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt,
-                                                              y32, y16, R);
-    } else {
-        auto kern = d.gshift == 3 ? w4a16_tc_ring_kernel<MT, 2, WARPS>
-                    : d.gshift == 2 ? w4a16_tc_ring_kernel<MT, 1, WARPS>
-                                    : w4a16_tc_ring_kernel<MT, 0, WARPS>;
-        kern<<<grid, WARPS * 32, ring_smem_bytes<MT, WARPS>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part,
-                                                                     cnt, y32, y16, R);
-    }
+    const bool w7 = ring_warps(d.nt, (int)grid.x * splits) == 7;
+    grid.y = (unsigned)ceil_div((size_t)d.nt, w7 ? 7 : WARPS);
+    const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
+    const auto kern = w7 ? ring_kernel_of<MT, 7>(d.gshift) : ring_kernel_of<MT, WARPS>(d.gshift);
+    kern<<<grid, (w7 ? 7 : WARPS) * 32, w7 ? ring_smem_bytes<MT, 7>() : ring_smem_bytes<MT, WARPS>(), st>>>(qw, w->sz, x, M, d, splits, part,
+                                                                                                         cnt, y32, y16, R);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel launch", e);
 }
