@@ -1561,11 +1561,29 @@ int ring_attrs_once()
     static const cudaError_t e = [] {
         cudaError_t r = ring_attrs<1, WARPS>();
         if (r == cudaSuccess) r = ring_attrs<2, WARPS>();
-        if (r == cudaSuccess) r = ring_attrs<1, 7>();
-        if (r == cudaSuccess) r = ring_attrs<2, 7>();
         return r;
     }();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel shared memory", e);
+}
+/* 1 where two 7-warp CTAs fit an SM's shared memory (104 KB each and the 1 KB the runtime keeps a CTA:
+ * sm_90 yes, sm_80 (164 KB) and sm_86/89 (100 KB) no) and their shared memory could be raised; read
+ * once. Elsewhere the ring kernel keeps 4 warps, forced or not. */
+bool ring7_fits()
+{
+    static const bool ok = [] {
+        int dev = 0, smem = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        if ((size_t)smem < 2 * (ring_smem_bytes<2, 7>() + 1024)) return false;
+        if (ring_attrs<1, 7>() != cudaSuccess || ring_attrs<2, 7>() != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        return true;
+    }();
+    return ok;
 }
 
 /* The producer-warp kernel runs at M <= ws_max_m(d, splits) where its sm_90 code is what runs (binary
@@ -1611,11 +1629,12 @@ bool ws_use()
 /* Warps (n-tiles) a CTA of the ring kernel: 7 (two CTAs an SM) where that lowers the busiest SM's warps,
  * ceil(CTAs / SMs) x W, below 4 x ceil(CTAs / SMs) with 4-warp CTAs (four an SM), e.g. 28672 rows: 448
  * CTAs of 4 put 16 warps on some SMs and 12 on others, 256 of 7 at most 14 on any. ms: the grid's
- * m-blocks x splits. QG_CUDA_INT4_RING_W=4 or 7 forces one (tests and timing); same operations per output
- * either way: W only decides which CTA computes an n-tile. */
+ * m-blocks x splits. QG_CUDA_INT4_RING_W=4 or 7 forces one (tests and timing; 7 only where ring7_fits);
+ * same operations per output either way: W only decides which CTA computes an n-tile. */
 int env_one_of(const char *name, int a, int b);
 int ring_warps(int nt, int ms)
 {
+    if (!ring7_fits()) return WARPS;
     static const int forced = env_one_of("QG_CUDA_INT4_RING_W", 4, 7);
     if (forced != 0) return forced;
     const size_t sms = (size_t)qg_cuda_sm_count();
@@ -1629,6 +1648,7 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
 {
     int rc = ring_attrs_once();
     if (rc != QG_ERR_ok) return rc;
+    (void)ring7_fits(); /* settled at the first launch, as the attributes above */
     const dev_shape d = dev_shape_of(w->s);
     const int R = M < 8 * MT ? M : 8 * MT; /* rows of x of the fullest CTA */
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
