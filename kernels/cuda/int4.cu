@@ -1426,7 +1426,9 @@ __global__ void int4_gemm_packed_kernel(const uint8_t *__restrict__ A, const uin
     }
 }
 
-/* Probe: one warp per block, fragments loaded by the m16n8k16 layout. */
+/* Probe: one warp per block, fragments loaded by the m16n8k16 layout; BF16: the bf16 form of the
+ * instruction (the K-quant min term's), same layout. */
+template <bool BF16>
 __global__ void mma_probe_kernel(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
 {
     const size_t blk = (size_t)blockIdx.x;
@@ -1446,7 +1448,12 @@ __global__ void mma_probe_kernel(const uint16_t *A, const uint16_t *B, const flo
     }
     float d[4];
     for (int e = 0; e < 4; e++) d[e] = cc[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)];
-    mma16816(d, ar[0], ar[1], ar[2], ar[3], br[0], br[1]);
+    if constexpr (BF16)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]), "r"(br[0]), "r"(br[1]));
+    else
+        mma16816(d, ar[0], ar[1], ar[2], ar[3], br[0], br[1]);
     for (int e = 0; e < 4; e++) dd[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)] = d[e];
 }
 
@@ -2119,10 +2126,11 @@ int launch_decode(const void *ctx, void *const *dev, void *stream)
 }
 
 /* probe: A, B, C, D */
-/* the probes' launch: ctx is a probe_ctx; wgmma where asked (QG_ERR_unsupported without it), else mma.sync */
+/* the probes' launch: ctx is a probe_ctx; wgmma where asked (QG_ERR_unsupported without it), else mma.sync
+ * (f16 or bf16) */
 struct probe_ctx {
     size_t count;
-    bool wg;
+    bool wg, bf16;
 };
 
 int launch_probe(const void *ctx, void *const *dev, void *stream)
@@ -2134,7 +2142,8 @@ int launch_probe(const void *ctx, void *const *dev, void *stream)
     float *D = (float *)dev[3];
     if (c.wg && !wg_use(st)) return QG_ERR_unsupported;
     if (c.wg) wgmma_probe_kernel<<<(unsigned)c.count, 128, 0, st>>>(A, B, C, D, c.count);
-    else mma_probe_kernel<<<(unsigned)c.count, 32, 0, st>>>(A, B, C, D, c.count);
+    else if (c.bf16) mma_probe_kernel<true><<<(unsigned)c.count, 32, 0, st>>>(A, B, C, D, c.count);
+    else mma_probe_kernel<false><<<(unsigned)c.count, 32, 0, st>>>(A, B, C, D, c.count);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail(c.wg ? "wgmma_probe_kernel launch" : "mma_probe_kernel launch", e);
 }
@@ -2291,14 +2300,14 @@ extern "C" int qg_w4a16_gemm_cuda_partials(const qg_w4a16 *L, const uint16_t *x,
     return gemm_host(L, x, x_len, M, y_f32, nullptr, partials);
 }
 
-static int probe_host(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count, bool wg)
+static int probe_host(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count, bool wg, bool bf16 = false)
 {
     if (A == nullptr || B == nullptr || C == nullptr || D == nullptr || count == 0 || count > 65535) return QG_ERR_argument_invalid;
     const qg_cuda_buf bufs[4] = {{QG_CUDA_IN, (void *)A, count * 512},
                                  {QG_CUDA_IN, (void *)B, count * 256},
                                  {QG_CUDA_IN, (void *)C, count * 512},
                                  {QG_CUDA_OUT, D, count * 512}};
-    const probe_ctx c = {count, wg};
+    const probe_ctx c = {count, wg, bf16};
     return qg_cuda_run(bufs, 4, launch_probe, &c);
 }
 
@@ -2310,6 +2319,11 @@ extern "C" int qg_cuda_wgmma_f16_probe(const uint16_t *A, const uint16_t *B, con
 extern "C" int qg_cuda_mma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
 {
     return probe_host(A, B, C, D, count, false);
+}
+
+extern "C" int qg_cuda_mma_bf16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count)
+{
+    return probe_host(A, B, C, D, count, false, true);
 }
 
 extern "C" int qg_w4a16_decode_cuda(const qg_w4a16 *L, float *w)

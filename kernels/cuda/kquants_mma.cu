@@ -5,8 +5,10 @@
  * scale (sc q <= 1953) and the 6-bit mins, all exact fp16 integers, and the fp16 activations;
  * mma.sync m16n8k16 (fp16 in, float32 accumulate) gives sums for 16 rows x 8 columns. The super-block
  * scales are applied in float32 on CUDA cores:
- *   Q4_K/Q5_K: S1 = sum_256 (sc q) x and S2 = sum_256 m x, two mma chains of 16 blocks over the
- *              super-block; part = fma(-Dm, S2, D * S1);
+ *   Q4_K/Q5_K: S1 = sum_256 (sc q) x, one mma chain of 16 blocks over the super-block, and
+ *              S2 = sum_8 m_j X_j over the sub-block sums X_j of the activations (per n8 tile an mma
+ *              chain of 8 blocks and one add, X_j split exactly into three bf16, then two bf16 mma
+ *              blocks per row tile; see xsum_step); part = fma(-Dm, S2, D * S1);
  *   Q6_K:      part = fma(a_g, S_g, part) per group of 16 (1 mma block each; the int8 group scale times
  *              a code can need 13 bits, so it stays outside the tensor core);
  *   Q8_K:      part = d * S with S one mma chain of 16 blocks over the super-block;
@@ -183,17 +185,92 @@ __device__ __forceinline__ void q45_frags(uint32_t qa0, uint32_t qa1, uint32_t q
     }
 }
 
-/* Q4_K/Q5_K sub-block j of rows a and b: the scales (sa2, sb2) and the A fragment of the mins (m of row g
- * in slots 0 and 2, of row g+8 in 1 and 3, both halves: every k of the sub-block carries the row's m). */
-__device__ __forceinline__ void q45_scales(const q45_sm &a, const q45_sm &b, int j, uint32_t &sa2, uint32_t &sb2, uint32_t (&M)[4])
+/* Q4_K/Q5_K sub-block j of rows a and b: the scales (sa2, sb2), fp16 pairs. */
+__device__ __forceinline__ void q45_scales(const q45_sm &a, const q45_sm &b, int j, uint32_t &sa2, uint32_t &sb2)
 {
     sa2 = byte_pair_h2(j < 4 ? a.sc_lo : a.sc_hi, j & 3);
     sb2 = byte_pair_h2(j < 4 ? b.sc_lo : b.sc_hi, j & 3);
-    M[0] = M[2] = byte_pair_h2(j < 4 ? a.m_lo : a.m_hi, j & 3);
-    M[1] = M[3] = byte_pair_h2(j < 4 ? b.m_lo : b.m_hi, j & 3);
+}
+
+/* The min term, S2 = sum_k m_k x_k = sum_j m_j X_j with X_j = sum of the 32 activations of sub-block j.
+ *
+ * Sub-block sums on the tensor core: one mma per sub-block j and n8 column tile, A = the tile's activations
+ * of the sub-block transposed (the thread's B fragments of the code chain, b0 and b1, as A's four
+ * registers: row g of A holds 16 of column g's 32 activations, row g + 8 the other 16), B = an indicator
+ * (B[k][j'] = 1 where j' = j, else 0). So D[g][j] and D[g + 8][j] gain the two half-sums of X_j of column
+ * g, and the other seven columns of D exact zeros. Chained over the 8 sub-blocks from 0, a thread holds
+ * the half-sums of sub-blocks 2t and 2t + 1 of column g (slots 0, 1: row g; 2, 3: row g + 8), and
+ * X_j = D[g][j] + D[g + 8][j] (one float32 add) lands exactly where the next mma wants its B fragment
+ * (k = 2t, 2t + 1 of column g): no data moves between lanes.
+ *
+ * Each float32 X is written exactly as hi + mid + lo, three bf16 (8 significant bits each; X is a float32
+ * of 24 bits, each round-to-nearest step leaves a remainder of at most 8 bits below the previous one, and
+ * the remainders are exact float32 subtractions), and S2 = m . hi + m . (mid, lo) is one bf16 m16n8k8
+ * block from 0 (the hi parts of sub-blocks 0..7) and one m16n8k16 (k slots 0..7 the mid parts, 8..15 the
+ * lo parts): every product of a 6-bit m and a bf16 part is exact in float32. */
+__device__ __forceinline__ void xsum_step(float (&X)[4], const uint2 &b0, const uint2 &b1, int j, int g)
+{
+    const uint32_t ind = g == j ? 0x3C003C00u : 0u; /* fp16 1.0 in both halves where column g of B is sub-block j */
+    const uint32_t A[4] = {b0.x, b0.y, b1.x, b1.y};
+    mma16816(X, A, ind, ind, X);
+}
+
+__device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* (x0, x1) -> three bf16 pairs whose sums are x0 and x1 exactly (slot 0 the low half) */
+__device__ __forceinline__ void bf16_split3(float x0, float x1, uint32_t (&p)[3])
+{
+    p[0] = bf16x2_rn(x0, x1);
+    const float r0 = __fsub_rn(x0, __uint_as_float(p[0] << 16)), r1 = __fsub_rn(x1, __uint_as_float(p[0] & 0xFFFF0000u));
+    p[1] = bf16x2_rn(r0, r1);
+    const float s0 = __fsub_rn(r0, __uint_as_float(p[1] << 16)), s1 = __fsub_rn(r1, __uint_as_float(p[1] & 0xFFFF0000u));
+    p[2] = bf16x2_rn(s0, s1);
+}
+
+/* The mins of sub-blocks 2t and 2t+1 of a row as a bf16 pair: bf16 0x43uu is 128 + u (u < 128), and
+ * fma(v, 1, -128) is exact. */
+__device__ __forceinline__ uint32_t q45_min_pair(const q45_sm &a, int t)
+{
+    const uint32_t v = __byte_perm(t < 2 ? a.m_lo : a.m_hi, 0x43434343u, (t & 1) ? 0x4342u : 0x4140u);
+    uint32_t r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(v), "r"(0x3F803F80u), "r"(0xC300C300u)); /* v * 1 - 128 */
+    return r;
+}
+
+/* S2 of rows g (ma) and g + 8 (mb) and the column whose X parts are p: from 0, the m16n8k8 block of the hi
+ * parts (it can start while mid and lo are formed), then the m16n8k16 block of (mid, lo). */
+__device__ __forceinline__ void q45_min_mma(float (&S2)[4], uint32_t ma, uint32_t mb, const uint32_t (&p)[3])
+{
 #ifdef QG_CUDA_MUTANT_KQ_MIN_ROW
-    M[1] = M[3] = M[0]; /* a GPU-machine mutant: row g's min also taken for row g + 8 */
+    mb = ma; /* a GPU-machine mutant: row g's mins also taken for row g + 8 */
 #endif
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+        : "=f"(S2[0]), "=f"(S2[1]), "=f"(S2[2]), "=f"(S2[3])
+        : "r"(ma), "r"(mb), "r"(p[0]), "f"(0.0f));
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(S2[0]), "+f"(S2[1]), "+f"(S2[2]), "+f"(S2[3])
+        : "r"(ma), "r"(mb), "r"(ma), "r"(mb), "r"(p[1]), "r"(p[2]));
+}
+
+/* After the 8 xsum_steps of every tile: the bf16 parts of X (once per warp, shared by its row tiles). */
+template <int NT>
+__device__ __forceinline__ void q45_xparts(const float (&X)[NT][4], uint32_t (&P)[NT][3])
+{
+#pragma unroll
+    for (int n = 0; n < NT; n++) bf16_split3(__fadd_rn(X[n][0], X[n][2]), __fadd_rn(X[n][1], X[n][3]), P[n]);
+}
+
+/* S2 of every tile for one row tile (mins ma of row g, mb of row g + 8). */
+template <int NT>
+__device__ __forceinline__ void q45_min_tiles(float (&S2)[NT][4], const uint32_t (&P)[NT][3], uint32_t ma, uint32_t mb)
+{
+#pragma unroll
+    for (int n = 0; n < NT; n++) q45_min_mma(S2[n], ma, mb, P[n]);
 }
 
 /* Q4_K/Q5_K, once per super-block: part = fma(-Dm, S2, D * S1) (D fragment: slots 0, 1 row g; 2, 3 row g+8). */
@@ -357,16 +434,16 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
             }
         }
         const q45_sm sma = q45_unpack(ha.y, ha.z, ha.w), smb = q45_unpack(hb.y, hb.z, hb.w);
-        float S1[NT][4], S2[NT][4];
+        float S1[NT][4], S2[NT][4], X[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) S1[n][i] = S2[n][i] = 0.0f;
+            for (int i = 0; i < 4; i++) S1[n][i] = X[n][i] = 0.0f;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int c = j >> 1;
-            uint32_t A[2][4], M[4], sa2, sb2;
-            q45_scales(sma, smb, j, sa2, sb2, M);
+            uint32_t A[2][4], sa2, sb2;
+            q45_scales(sma, smb, j, sa2, sb2);
             q45_frags<T>(qa[c][0], qa[c][1], qb[c][0], qb[c][1], qha[0], qha[1], qhb[0], qhb[1], j, sa2, sb2, A);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
@@ -374,10 +451,12 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
                 load_b(xsb, cols, batch, 8 * n + g, 32 * j + 4 * t, n, b0, b1, xm);
                 mma16816(S1[n], A[0], b0.x, b0.y, S1[n]);
                 mma16816(S1[n], A[1], b1.x, b1.y, S1[n]);
-                mma16816(S2[n], M, b0.x, b0.y, S2[n]);
-                mma16816(S2[n], M, b1.x, b1.y, S2[n]);
+                xsum_step(X[n], b0, b1, j, g);
             }
         }
+        uint32_t P[NT][3];
+        q45_xparts<NT>(X, P);
+        q45_min_tiles<NT>(S2, P, q45_min_pair(sma, t), q45_min_pair(smb, t));
 #pragma unroll
         for (int n = 0; n < NT; n++) q45_finish(part[n], S1[n], S2[n], Da, Dma, Db, Dmb);
     } else if constexpr (T == QG_Q6_K) {
@@ -687,14 +766,16 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
 #pragma unroll
     for (int n = 0; n < NT; n++) fl[n] = hz;
     /* Q8_K and Q4_K/Q5_K: the chain over the 16 blocks of (scaled) codes; Q4_K/Q5_K: S2 that of the mins */
-    float S[R][NT][4], S2[R][NT][4];
+    float S[R][NT][4], X[NT][4]; /* X: Q4_K/Q5_K's sub-block sums, shared by the R row tiles */
     if constexpr (T != QG_Q6_K) {
 #pragma unroll
-        for (int r = 0; r < R; r++)
+        for (int n = 0; n < NT; n++)
 #pragma unroll
-            for (int n = 0; n < NT; n++)
+            for (int i = 0; i < 4; i++) {
+                X[n][i] = 0.0f;
 #pragma unroll
-                for (int i = 0; i < 4; i++) S[r][n][i] = S2[r][n][i] = 0.0f;
+                for (int r = 0; r < R; r++) S[r][n][i] = 0.0f;
+            }
     }
     /* Q4_K/Q5_K: the scales and mins of each row, unpacked once per super-block */
     q45_sm sma[R], smb[R];
@@ -724,8 +805,8 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
             const int c = j >> 1;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                uint32_t A[2][4], M[4], sa2, sb2;
-                q45_scales(sma[r], smb[r], j, sa2, sb2, M);
+                uint32_t A[2][4], sa2, sb2;
+                q45_scales(sma[r], smb[r], j, sa2, sb2);
                 /* Q4_K has no qh words: the last two arguments are unused there */
                 q45_frags<T>(va[r][4 + 2 * c], va[r][5 + 2 * c], vb[r][4 + 2 * c], vb[r][5 + 2 * c], va[r][wwords<T>::n - 2],
                              va[r][wwords<T>::n - 1], vb[r][wwords<T>::n - 2], vb[r][wwords<T>::n - 1], j, sa2, sb2, A);
@@ -733,10 +814,10 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
                 for (int n = 0; n < NT; n++) {
                     mma16816(S[r][n], A[0], b0[n].x, b0[n].y, S[r][n]);
                     mma16816(S[r][n], A[1], b1[n].x, b1[n].y, S[r][n]);
-                    mma16816(S2[r][n], M, b0[n].x, b0[n].y, S2[r][n]);
-                    mma16816(S2[r][n], M, b1[n].x, b1[n].y, S2[r][n]);
                 }
             }
+#pragma unroll
+            for (int n = 0; n < NT; n++) xsum_step(X[n], b0[n], b1[n], j, g);
         } else if constexpr (T == QG_Q6_K) {
             const int h = j >> 2, quarter = j & 3;
 #pragma unroll
@@ -802,12 +883,16 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
         for (int r = 0; r < R; r++) xsp[r] = bits;
     }
     if constexpr (T == QG_Q4_K || T == QG_Q5_K) {
+        uint32_t P[NT][3];
+        q45_xparts<NT>(X, P);
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const float Da = h2f((uint16_t)va[r][0]), Dma = h2f((uint16_t)(va[r][0] >> 16));
             const float Db = h2f((uint16_t)vb[r][0]), Dmb = h2f((uint16_t)(vb[r][0] >> 16));
+            float S2[NT][4];
+            q45_min_tiles<NT>(S2, P, q45_min_pair(sma[r], t), q45_min_pair(smb[r], t));
 #pragma unroll
-            for (int n = 0; n < NT; n++) q45_finish(part[r][n], S[r][n], S2[r][n], Da, Dma, Db, Dmb);
+            for (int n = 0; n < NT; n++) q45_finish(part[r][n], S[r][n], S2[n], Da, Dma, Db, Dmb);
         }
     }
     if constexpr (T == QG_Q8_K) {

@@ -9,6 +9,8 @@
  *   big_product one large product, c = 0 or tiny, fifteen products below its ulp, random signs;
  *   cancel      c = -p_0 exactly (a large product cancelled), fifteen small products of mixed sign;
  *   random      random signs and exponents (2^-6 .. 2^6) everywhere.
+ * The same families through the bf16 form of the instruction (qg_cuda_mma_bf16_probe; values with 7-bit
+ * mantissas), the Q4_K/Q5_K min term's, must hold the same model.
  * Prints the worst measured figure per family and overall. Where the process's device code has wgmma
  * (sm_90a), the same blocks through wgmma.m64n8k16 must give mma.sync's bits exactly (the M > 16 W4A16
  * kernel's batch invariance rests on it). Exit 77 without a GPU.
@@ -30,11 +32,34 @@
 enum { BLOCKS_PER_FAMILY = 128, FAMILIES = 4 };
 static const char *family_name[FAMILIES] = {"below_ulp", "big_product", "cancel", "random"};
 
-static uint16_t h(float v) { return qg_f32_to_f16(v); }
-static float hf(uint16_t b) { return qg_f16_to_f32(b); }
+/* The input type of the blocks being built and read: fp16 (10 stored mantissa bits) or bf16 (7). Every
+ * value is made with at most that many mantissa bits and in the type's range, so the conversions below
+ * are exact (bf16: the top half of the float32). */
+static int g_bf16;
 
-/* fp16 in [1, 2) with a random 10-bit mantissa */
-static float mant(qg_rng *r) { return 1.0f + (float)qg_rng_int_range(r, 1024) / 1024.0f; }
+static uint16_t h(float v)
+{
+    if (!g_bf16) return qg_f32_to_f16(v);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return (uint16_t)(u >> 16);
+}
+
+static float hf(uint16_t b)
+{
+    if (!g_bf16) return qg_f16_to_f32(b);
+    const uint32_t u = (uint32_t)b << 16;
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+/* in [1, 2) with a random mantissa of the type's width */
+static float mant(qg_rng *r)
+{
+    const uint32_t n = g_bf16 ? 128u : 1024u;
+    return 1.0f + (float)qg_rng_int_range(r, n) / (float)n;
+}
 static float sgn(qg_rng *r) { return qg_rng_int_range(r, 2) ? -1.0f : 1.0f; }
 
 static void make_block(int fam, qg_rng *r, uint16_t *A, uint16_t *B, float *C)
@@ -77,22 +102,13 @@ static void make_block(int fam, qg_rng *r, uint16_t *A, uint16_t *B, float *C)
         }
 }
 
-int main(void)
+/* Runs the blocks through `probe` and checks every output against the model; prints the figures. */
+static double measure(const char *what, int (*probe)(const uint16_t *, const uint16_t *, const float *, float *, size_t),
+                      const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count, int *rc_out)
 {
-    char why[200];
-    if (qg_cuda_device_count(why, sizeof why) <= 0) return qg_test_no_gpu(why);
-    char dev[256];
-    qg_cuda_describe(dev, sizeof dev);
-    const size_t count = (size_t)FAMILIES * BLOCKS_PER_FAMILY;
-    uint16_t *A = malloc(count * 256 * 2), *B = malloc(count * 128 * 2);
-    float *C = malloc(count * 128 * 4), *D = malloc(count * 128 * 4);
-    QG_CHECK(A && B && C && D, "allocation");
-    if (!(A && B && C && D)) return qg_test_end("tc_probe");
-    qg_rng r;
-    qg_rng_init(&r, 0x7C0BE);
-    for (size_t b = 0; b < count; b++) make_block((int)(b / BLOCKS_PER_FAMILY), &r, A + b * 256, B + b * 128, C + b * 128);
-    const int rc = qg_cuda_mma_f16_probe(A, B, C, D, count);
-    QG_CHECK(rc == QG_ERR_ok, "probe: %s %s", qg_error_name(rc), qg_cuda_last_error());
+    const int rc = probe(A, B, C, D, count);
+    *rc_out = rc;
+    QG_CHECK(rc == QG_ERR_ok, "%s probe: %s %s", what, qg_error_name(rc), qg_cuda_last_error());
     const double model = qg_cuda_mma_model_u(), unit = 0x1p-23;
     double worst[FAMILIES] = {0}, worst_all = 0;
     size_t nonzero[FAMILIES] = {0}, fails = 0;
@@ -114,12 +130,47 @@ int main(void)
                 if (ratio > worst_all) worst_all = ratio;
                 if (!(err <= model * S + qg_gamma(17, 0x1p-53) * S)) {
                     if (fails++ < 10)
-                        fprintf(stderr, "tc_probe %s block %zu (%d, %d): got %a, exact %a, error %.3g units of S 2^-23 (model %.3g)\n",
+                        fprintf(stderr, "tc_probe %s %s block %zu (%d, %d): got %a, exact %a, error %.3g units of S 2^-23 (model %.3g)\n", what,
                                 family_name[fam], b, i, j, d, y, ratio, model / unit);
                 }
             }
     }
-    QG_CHECK(fails == 0, "%zu outputs outside the declared model of %.3g units", fails, model / unit);
+    QG_CHECK(fails == 0, "%s: %zu outputs outside the declared model of %.3g units", what, fails, model / unit);
+    if (rc == QG_ERR_ok) {
+        printf("tc_probe %s, %zu blocks\n", what, count);
+        for (int f = 0; f < FAMILIES; f++)
+            printf("  %-12s worst error %.4f units of (|c| + sum|p|) 2^-23; %zu of %d outputs inexact\n", family_name[f], worst[f], nonzero[f],
+                   BLOCKS_PER_FAMILY * 128);
+    }
+    return worst_all;
+}
+
+int main(void)
+{
+    char why[200];
+    if (qg_cuda_device_count(why, sizeof why) <= 0) return qg_test_no_gpu(why);
+    char dev[256];
+    qg_cuda_describe(dev, sizeof dev);
+    const size_t count = (size_t)FAMILIES * BLOCKS_PER_FAMILY;
+    uint16_t *A = malloc(count * 256 * 2), *B = malloc(count * 128 * 2);
+    float *C = malloc(count * 128 * 4), *D = malloc(count * 128 * 4);
+    QG_CHECK(A && B && C && D, "allocation");
+    if (!(A && B && C && D)) return qg_test_end("tc_probe");
+    const double model = qg_cuda_mma_model_u(), unit = 0x1p-23;
+    qg_rng r;
+    /* bf16 blocks first (the K-quant min term's instruction), then the fp16 ones, which the wgmma
+     * comparison below reuses */
+    g_bf16 = 1;
+    qg_rng_init(&r, 0xB0F16);
+    for (size_t b = 0; b < count; b++) make_block((int)(b / BLOCKS_PER_FAMILY), &r, A + b * 256, B + b * 128, C + b * 128);
+    int rcb;
+    const double worst_bf16 = measure("mma.m16n8k16 f32.bf16.bf16.f32", qg_cuda_mma_bf16_probe, A, B, C, D, count, &rcb);
+    (void)rcb; /* measure checked it */
+    g_bf16 = 0;
+    qg_rng_init(&r, 0x7C0BE);
+    for (size_t b = 0; b < count; b++) make_block((int)(b / BLOCKS_PER_FAMILY), &r, A + b * 256, B + b * 128, C + b * 128);
+    int rc;
+    const double worst_all = measure("mma.m16n8k16 f32.f16.f16.f32", qg_cuda_mma_f16_probe, A, B, C, D, count, &rc);
 
     /* wgmma (the M > 16 W4A16 kernel's instruction on sm_90a): every output of the same blocks must equal
      * mma.sync's bit for bit, or that kernel would give a row other bits than the M <= 16 kernels do */
@@ -143,11 +194,8 @@ int main(void)
         if (rw == QG_ERR_ok) printf("tc_probe: wgmma.m64n8k16 equals mma.m16n8k16 bit for bit on all %zu outputs: %s\n", count * 128, differ ? "NO" : "yes");
     }
     free(Dw);
-    printf("tc_probe on %s: mma.m16n8k16 f32.f16.f16.f32, %zu blocks\n", dev, count);
-    for (int f = 0; f < FAMILIES; f++)
-        printf("  %-12s worst error %.4f units of (|c| + sum|p|) 2^-23; %zu of %d outputs inexact\n", family_name[f], worst[f], nonzero[f],
-               BLOCKS_PER_FAMILY * 128);
-    printf("tc_probe measured worst %.4f units; declared model %.4f units (u_acc = %a)\n", worst_all, model / unit, model);
+    printf("tc_probe on %s: measured worst %.4f units (f16), %.4f units (bf16); declared model %.4f units (u_acc = %a)\n", dev, worst_all,
+           worst_bf16, model / unit, model);
     free(A), free(B), free(C), free(D);
     return qg_test_end("tc_probe");
 }

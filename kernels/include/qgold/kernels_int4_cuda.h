@@ -134,6 +134,10 @@ double qg_cuda_mma_model_u(void);
  * D = C + A B as the tensor core computes it, one mma per block. */
 int qg_cuda_mma_f16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count);
 
+/* The same through mma.m16n8k16 f32.bf16.bf16.f32 (A and B as bf16 bits): the instruction of the Q4_K/Q5_K
+ * min term (kernels/cuda/kquants_mma.cu), whose operands are exact too. */
+int qg_cuda_mma_bf16_probe(const uint16_t *A, const uint16_t *B, const float *C, float *D, size_t count);
+
 /* The same blocks through wgmma.m64n8k16 (sm_90a; the instruction of the M > 16 W4A16 kernel).
  * QG_ERR_unsupported where this process's device code has no wgmma (not an sm_90a build on an sm_90
  * device) or QG_CUDA_INT4_WGMMA=0. */
