@@ -1417,7 +1417,7 @@ int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __h
  * unless QG_CUDA_KQ_MMA_TILES pins the staged kernel or QG_CUDA_KQ_MMA_RING=0. QG_CUDA_KQ_RING_PH = 1 or
  * 4 pins the phases a ring. Tuning knobs: every value gives the same bits. */
 struct ring_cfg {
-    bool sm90;
+    bool sm90, pinned; /* pinned: QG_CUDA_KQ_RING_MIN or _PH set, the ring wherever it can run (tests) */
     int min_batch[4], ph, sms;
 };
 ring_cfg ring_config()
@@ -1425,7 +1425,7 @@ ring_cfg ring_config()
     static const ring_cfg c = [] {
         /* from batch 8 (Q4_K), 4 (Q5_K, Q6_K), 1 (Q8_K): where it measured faster than the staged kernel on
          * the standard shapes (H200; Q4_K at 1..4 and Q5_K/Q6_K at 1..2 were up to 7% slower on 28672x8192) */
-        ring_cfg r = {false, {8, 4, 4, 1}, 0, 0};
+        ring_cfg r = {false, false, {8, 4, 4, 1}, 0, 0};
         int dev = 0, major = 0;
         if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
             r.sm90 = major == 9;
@@ -1434,9 +1434,12 @@ ring_cfg ring_config()
         const char *env = getenv("QG_CUDA_KQ_MMA_RING");
         if (env != nullptr && env[0] == '0' && env[1] == '\0') r.sm90 = false;
         env = getenv("QG_CUDA_KQ_RING_MIN");
-        if (env != nullptr && atoi(env) >= 1 && atoi(env) <= 16) r.min_batch[0] = r.min_batch[1] = r.min_batch[2] = r.min_batch[3] = atoi(env);
+        if (env != nullptr && atoi(env) >= 1 && atoi(env) <= 16) {
+            r.min_batch[0] = r.min_batch[1] = r.min_batch[2] = r.min_batch[3] = atoi(env);
+            r.pinned = true;
+        }
         env = getenv("QG_CUDA_KQ_RING_PH");
-        if (env != nullptr && (env[0] == '1' || env[0] == '4') && env[1] == '\0') r.ph = env[0] - '0';
+        if (env != nullptr && (env[0] == '1' || env[0] == '4') && env[1] == '\0') r.ph = env[0] - '0', r.pinned = true;
         return r;
     }();
     return c;
@@ -1505,12 +1508,26 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
 }
 
 /* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */
+int ring_ph(size_t rows, const ring_cfg &c) { return c.ph != 0 ? c.ph : 4 * ((rows + 127) / 128) >= (size_t)(3 * 2 * c.sms) ? 4 : 1; }
+
+/* Whether the ring kernel runs on this many rows. PH = 1 CTAs hold 64 rows at one CTA an SM, so 4096 rows
+ * make 64 CTAs and leave half of an H200's 132 SMs idle: there the staged kernel (32 rows a block, several
+ * blocks an SM) measured up to 45% faster (H200, same run: 2048x8192, 4096x4096 and 4096x14336 at batch
+ * 4..16, every type), while 8192 rows (128 CTAs) and more keep the ring ahead. So the ring runs where its
+ * PH = 1 CTAs number at least three quarters of the SMs (PH = 4 is only chosen where they fill more),
+ * except Q8_K at batch 9..16, whose staged kernel measured 5-10% slower than the ring on those shapes,
+ * or where QG_CUDA_KQ_RING_MIN or _PH pin it. Which kernel runs never changes an output's bits. */
+bool ring_fills(qg_ktype t, int batch, size_t rows, const ring_cfg &c)
+{
+    return c.pinned || (t == QG_Q8_K && batch > 8) || ring_ph(rows, c) == 4 || 4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms);
+}
+
 template <int T, int NT>
 int launch_ring(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
                 cudaStream_t s)
 {
     const ring_cfg c = ring_config();
-    const int ph = c.ph != 0 ? c.ph : 4 * ((rows + 127) / 128) >= (size_t)(3 * 2 * c.sms) ? 4 : 1;
+    const int ph = ring_ph(rows, c);
     return ph == 4 ? launch_ring_ph<T, NT, 4>(w, rows, nb, x, cols, batch, y32, y16, s)
                    : launch_ring_ph<T, NT, 1>(w, rows, nb, x, cols, batch, y32, y16, s);
 }
@@ -1543,6 +1560,7 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
         const ring_cfg rc = ring_config();
         /* the ring kernel keeps a ring's byte offsets (128 rows) in 32 bits */
         if (rc.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= rc.min_batch[T] && B <= 16 && ((uintptr_t)x & 15u) == 0 &&
+            ring_fills((qg_ktype)T, B, rows, rc) &&
             128 * nb * bb < ((size_t)1 << 32) &&
             ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin)
             return B <= 8 ? launch_ring<T, 1>(w, rows, nb, x, cols, B, y32, y16, s) : launch_ring<T, 2>(w, rows, nb, x, cols, B, y32, y16, s);

@@ -15,9 +15,10 @@ if(QG_HAVE_CUDA)
   endforeach()
   qg_add_test(NAME gpu.kq_gemm.cuda.nogroups LABELS gpu COMMAND test_kq_gemm cuda)
   set_property(TEST gpu.kq_gemm.cuda.nogroups APPEND PROPERTY ENVIRONMENT QG_CUDA_KQ_MMA_COLGROUPS=0)
-  # The ring kernel (sm_90: from batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 by default; the test's
-  # shapes are small, so the default takes its CTAs of 4 phase groups): ring.ph4 pins its CTAs of all four
-  # phases, ring.all runs it from batch 1 for every type, ring.off leaves batch 1..16 to the staged kernel.
+  # The ring kernel (sm_90: from batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 by default, where its
+  # grid fills the GPU; the test's shapes are small, so the default takes the staged kernel there):
+  # ring.ph4 pins its CTAs of all four phases, ring.all runs it (CTAs of 4 phase groups at these sizes)
+  # from batch 1 for every type, ring.off leaves batch 1..16 to the staged kernel.
   # ring.lt3 / ring.lt7: CTAs of all four phases with 3 or 7 row tiles pinned (what the host picks for
   # some row counts, ring_tiles) at every batch: Q8_K's 8-warp CTAs computing 3 or 7 of their row tiles,
   # the other warps copying x and keeping the barriers only; Q4_K, Q5_K and Q6_K in 7-warp CTAs (lt7)
