@@ -230,6 +230,9 @@ __device__ __forceinline__ void bf16_split3(float x0, float x1, uint32_t (&p)[3]
     p[1] = bf16x2_rn(r0, r1);
     const float s0 = __fsub_rn(r0, __uint_as_float(p[1] << 16)), s1 = __fsub_rn(r1, __uint_as_float(p[1] & 0xFFFF0000u));
     p[2] = bf16x2_rn(s0, s1);
+#ifdef QG_CUDA_MUTANT_KQ_XSPLIT_TWO
+    p[2] = 0u; /* a GPU-machine mutant: X as hi + mid only (inside the bound; gpu.tc_probe.cuda's split check fails) */
+#endif
 }
 
 /* The mins of sub-blocks 2t and 2t+1 of a row as a bf16 pair: bf16 0x43uu is 128 + u (u < 128), and
@@ -1608,6 +1611,37 @@ int launch_gemm(qg_ktype t, const uint8_t *w, size_t rows, size_t cols, const ui
 }
 
 } // namespace
+
+namespace {
+__global__ void kq_xsplit_probe_kernel(const float *x, uint32_t *parts, size_t pairs)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= pairs) return;
+    uint32_t p[3];
+    bf16_split3(x[2 * i], x[2 * i + 1], p);
+    for (int k = 0; k < 3; k++) parts[3 * i + k] = p[k];
+}
+
+struct xsplit_ctx {
+    size_t pairs;
+};
+
+int launch_xsplit(const void *ctx, void *const *dev, void *stream)
+{
+    const size_t pairs = ((const xsplit_ctx *)ctx)->pairs;
+    kq_xsplit_probe_kernel<<<(unsigned)((pairs + 255) / 256), 256, 0, (cudaStream_t)stream>>>((const float *)dev[0], (uint32_t *)dev[1], pairs);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("kq_xsplit_probe_kernel launch", e);
+}
+} // namespace
+
+extern "C" int qg_cuda_kq_xsplit_probe(const float *x, uint32_t *parts, size_t n)
+{
+    if (x == nullptr || parts == nullptr || n == 0 || n % 2 != 0 || n > ((size_t)1 << 30)) return QG_ERR_argument_invalid;
+    const qg_cuda_buf bufs[2] = {{QG_CUDA_IN, (void *)x, n * 4}, {QG_CUDA_OUT, parts, n / 2 * 12}};
+    const xsplit_ctx c = {n / 2};
+    return qg_cuda_run(bufs, 2, launch_xsplit, &c);
+}
 
 /* Validated with the reference's checks, then launched through qg_kq_gemm_cuda_async (kquants_host.cuh). */
 extern "C" int qg_kq_gemm_cuda(qg_ktype t, const uint8_t *w, size_t nbytes, size_t rows, size_t cols, const uint16_t *x, size_t batch,

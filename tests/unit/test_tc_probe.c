@@ -10,7 +10,8 @@
  *   cancel      c = -p_0 exactly (a large product cancelled), fifteen small products of mixed sign;
  *   random      random signs and exponents (2^-6 .. 2^6) everywhere.
  * The same families through the bf16 form of the instruction (qg_cuda_mma_bf16_probe; values with 7-bit
- * mantissas), the Q4_K/Q5_K min term's, must hold the same model.
+ * mantissas), the Q4_K/Q5_K min term's, must hold the same model, and that term's three-way bf16 split of
+ * a sub-block sum must be exact.
  * Prints the worst measured figure per family and overall. Where the process's device code has wgmma
  * (sm_90a), the same blocks through wgmma.m64n8k16 must give mma.sync's bits exactly (the M > 16 W4A16
  * kernel's batch invariance rests on it). Exit 77 without a GPU.
@@ -21,6 +22,7 @@
 #include "qgold/errors.h"
 #include "qgold/fp16.h"
 #include "qgold/kernels_int4_cuda.h"
+#include "qgold/kernels_kquants_gemm.h"
 #include "qgold/rng.h"
 
 #include <math.h>
@@ -145,6 +147,58 @@ static double measure(const char *what, int (*probe)(const uint16_t *, const uin
     return worst_all;
 }
 
+/* The Q4_K/Q5_K min term's three-way bf16 split of a sub-block sum X (a float32 multiple of 2^-24 below
+ * 2^22 in magnitude: a tensor-core sum of fp16 activations) must be exact: hi + mid + lo == X. Random
+ * such values over the whole range, every 24-bit pattern's extremes, values whose splits round up at
+ * each step, zeros of both signs; checked on the device code itself. */
+static void check_xsplit(void)
+{
+    enum { N = 1 << 16 };
+    float *x = malloc(N * sizeof(float));
+    uint32_t *parts = malloc(N / 2 * 3 * sizeof(uint32_t));
+    QG_CHECK(x && parts, "allocation");
+    if (!(x && parts)) {
+        free(x), free(parts);
+        return;
+    }
+    qg_rng r;
+    qg_rng_init(&r, 0x5B17u);
+    size_t n = 0;
+    x[n++] = 0.0f;
+    x[n++] = -0.0f;
+    for (int e = -24; e <= 21 && n + 8 <= N; e++) { /* per exponent: the extremes of a 24-bit significand */
+        const float full = ldexpf((float)0xFFFFFF, e - 23), one = ldexpf(1.0f, e);
+        const float up = ldexpf((float)(0x808080u | 0x800000u), e - 23); /* each 8-bit step rounds up */
+        x[n++] = full, x[n++] = -full, x[n++] = one, x[n++] = -one, x[n++] = up, x[n++] = -up;
+        x[n++] = ldexpf((float)0x80FF7F, e - 23), x[n++] = ldexpf((float)0xFF7F81, e - 23);
+    }
+    while (n < N) { /* random multiples of 2^-24 of any magnitude below 2^22 */
+        const int e = (int)qg_rng_int_range(&r, 46) - 24;
+        const uint32_t m = 0x800000u | (uint32_t)qg_rng_int_range(&r, 0x800000u);
+        /* bit i of the significand weighs 2^(i + e - 23): bits below 2^-24 (i < -1 - e) cleared */
+        const int keep = e < -1 ? 25 + e : 24;
+        const uint32_t mm = keep >= 24 ? m : m & ~((1u << (24 - keep)) - 1u);
+        x[n++] = (qg_rng_int_range(&r, 2) ? -1.0f : 1.0f) * ldexpf((float)mm, e - 23);
+    }
+    const int rc = qg_cuda_kq_xsplit_probe(x, parts, N);
+    QG_CHECK(rc == QG_ERR_ok, "xsplit probe: %s %s", qg_error_name(rc), qg_cuda_last_error());
+    size_t bad = 0;
+    for (size_t i = 0; i < N && rc == QG_ERR_ok; i++) {
+        double sum = 0;
+        for (int p = 0; p < 3; p++) {
+            const uint32_t w = parts[3 * (i / 2) + p];
+            const uint32_t b = (i & 1) ? (w & 0xFFFF0000u) : (w << 16);
+            float v;
+            memcpy(&v, &b, 4);
+            sum += (double)v;
+        }
+        if (sum != (double)x[i] && bad++ < 10) fprintf(stderr, "xsplit: %a -> parts summing to %a\n", x[i], sum);
+    }
+    QG_CHECK(bad == 0, "%zu of %d sub-block sums not split exactly into three bf16", bad, N);
+    if (rc == QG_ERR_ok) printf("tc_probe: the min term's bf16 split is exact on all %d values: %s\n", N, bad ? "NO" : "yes");
+    free(x), free(parts);
+}
+
 int main(void)
 {
     char why[200];
@@ -174,6 +228,8 @@ int main(void)
 
     /* wgmma (the M > 16 W4A16 kernel's instruction on sm_90a): every output of the same blocks must equal
      * mma.sync's bit for bit, or that kernel would give a row other bits than the M <= 16 kernels do */
+    check_xsplit();
+
     float *Dw = malloc(count * 128 * 4);
     QG_CHECK(Dw != NULL, "allocation");
     const int rw = Dw && rc == QG_ERR_ok ? qg_cuda_wgmma_f16_probe(A, B, C, Dw, count) : QG_ERR_alloc_failed;
