@@ -2,7 +2,9 @@
  *
  * Spec: reference/spec/numerics.md, "K-quant products on tensor cores". The tensor core sees exact
  * inputs only: integer codes (|q| <= 255 after a bias), Q4_K/Q5_K codes times their 6-bit sub-block
- * scale (sc q <= 1953) and the 6-bit mins, all exact fp16 integers, and the fp16 activations;
+ * scale (sc q <= 1953), all exact fp16 integers, and the fp16 activations; for the Q4_K/Q5_K min
+ * term, 0/1 indicators against the activations and the 6-bit mins (exact bf16) against exact bf16 parts
+ * of the activations' sub-block sums;
  * mma.sync m16n8k16 (fp16 in, float32 accumulate) gives sums for 16 rows x 8 columns. The super-block
  * scales are applied in float32 on CUDA cores:
  *   Q4_K/Q5_K: S1 = sum_256 (sc q) x, one mma chain of 16 blocks over the super-block, and
@@ -29,8 +31,8 @@
  * in registers, one activation fragment serving every row tile. Batch 17..32 (Q6_K 25..32; where the device has 204 KB of shared
  * memory for a block): the staged kernel in blocks of 4 column groups of 8 columns, 16 warps. Else:
  * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory. On sm_90,
- * batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 runs k_kq_gemm_ring instead (a CTA's warps share each
- * super-block's operands through a shared-memory ring; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
+ * batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 runs k_kq_gemm_ring instead where its grid fills the
+ * GPU (a CTA's warps share each super-block's operands through a shared-memory ring; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
  * QG_CUDA_KQ_MMA_COLGROUPS (0: k_kq_gemm at 17..32) are tuning knobs; every value gives the same bits.
  *
  * Batch invariance by construction: a column's mma result depends only on that column of B and of C, the
@@ -768,7 +770,7 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
     const __half2 hz = __float2half2_rn(0.0f);
 #pragma unroll
     for (int n = 0; n < NT; n++) fl[n] = hz;
-    /* Q8_K and Q4_K/Q5_K: the chain over the 16 blocks of (scaled) codes; Q4_K/Q5_K: S2 that of the mins */
+    /* Q8_K and Q4_K/Q5_K: S, the chain over the 16 blocks of (scaled) codes */
     float S[R][NT][4], X[NT][4]; /* X: Q4_K/Q5_K's sub-block sums, shared by the R row tiles */
     if constexpr (T != QG_Q6_K) {
 #pragma unroll
@@ -1416,8 +1418,8 @@ int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __h
 }
 
 /* Where the ring kernel runs: an sm_90 device (the rings take 160-210 KB of shared memory an SM; measured
- * on the H200 only), batch ring_config().min_batch[type] .. 16 (QG_CUDA_KQ_RING_MIN sets it for all types),
- * unless QG_CUDA_KQ_MMA_TILES pins the staged kernel or QG_CUDA_KQ_MMA_RING=0. QG_CUDA_KQ_RING_PH = 1 or
+ * on the H200 only), batch ring_config().min_batch[type] .. 16 (QG_CUDA_KQ_RING_MIN sets it for all types)
+ * where its grid fills the GPU (ring_fills), unless QG_CUDA_KQ_MMA_TILES pins the staged kernel or QG_CUDA_KQ_MMA_RING=0. QG_CUDA_KQ_RING_PH = 1 or
  * 4 pins the phases a ring. Tuning knobs: every value gives the same bits. */
 struct ring_cfg {
     bool sm90, pinned; /* pinned: QG_CUDA_KQ_RING_MIN or _PH set, the ring wherever it can run (tests) */

@@ -16,7 +16,8 @@ if(QG_HAVE_CUDA)
   qg_add_test(NAME gpu.kq_gemm.cuda.nogroups LABELS gpu COMMAND test_kq_gemm cuda)
   set_property(TEST gpu.kq_gemm.cuda.nogroups APPEND PROPERTY ENVIRONMENT QG_CUDA_KQ_MMA_COLGROUPS=0)
   # The ring kernel (sm_90: from batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 by default, where its
-  # grid fills the GPU; the test's shapes are small, so the default takes the staged kernel there):
+  # grid fills the GPU; the test's shapes are small, so the default takes the staged kernel there, but
+  # for Q8_K at batch 9..16):
   # ring.ph4 pins its CTAs of all four phases, ring.all runs it (CTAs of 4 phase groups at these sizes)
   # from batch 1 for every type, ring.off leaves batch 1..16 to the staged kernel.
   # ring.lt3 / ring.lt7: CTAs of all four phases with 3 or 7 row tiles pinned (what the host picks for
