@@ -119,4 +119,13 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_
  * the tensor cores' shared-memory reads). */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+/* d += A B, mma.sync m16n8k16 with bf16 A and B, float32 accumulation: the Q4_K/Q5_K min term's
+ * instruction (kquants_mma.cu), which gpu.tc_probe.cuda measures through this same helper (int4.cu). */
+__device__ __forceinline__ void mma16816_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 #endif

@@ -1449,9 +1449,7 @@ __global__ void mma_probe_kernel(const uint16_t *A, const uint16_t *B, const flo
     float d[4];
     for (int e = 0; e < 4; e++) d[e] = cc[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)];
     if constexpr (BF16)
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]), "r"(br[0]), "r"(br[1]));
+        mma16816_bf16(d, ar[0], ar[1], ar[2], ar[3], br[0], br[1]);
     else
         mma16816(d, ar[0], ar[1], ar[2], ar[3], br[0], br[1]);
     for (int e = 0; e < 4; e++) dd[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)] = d[e];
@@ -1667,12 +1665,12 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
         return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ws_kernel launch", e);
     }
     /* g = 64, 128: the paired-chain kernels (pair_mma); same operations per output as the other */
-    const bool w7 = ring_warps(d.nt, (int)grid.x * splits) == 7;
-    grid.y = (unsigned)ceil_div((size_t)d.nt, w7 ? 7 : WARPS);
+    const int W = ring_warps(d.nt, (int)grid.x * splits);
+    grid.y = (unsigned)ceil_div((size_t)d.nt, (size_t)W);
     const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
-    const auto kern = w7 ? ring_kernel_of<MT, 7>(d.gshift) : ring_kernel_of<MT, WARPS>(d.gshift);
-    kern<<<grid, (w7 ? 7 : WARPS) * 32, w7 ? ring_smem_bytes<MT, 7>() : ring_smem_bytes<MT, WARPS>(), st>>>(qw, w->sz, x, M, d, splits, part,
-                                                                                                         cnt, y32, y16, R);
+    const auto kern = W == 7 ? ring_kernel_of<MT, 7>(d.gshift) : ring_kernel_of<MT, WARPS>(d.gshift);
+    kern<<<grid, W * 32, W == 7 ? ring_smem_bytes<MT, 7>() : ring_smem_bytes<MT, WARPS>(), st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32,
+                                                                                               y16, R);
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel launch", e);
 }

@@ -257,9 +257,7 @@ __device__ __forceinline__ void q45_min_mma(float (&S2)[4], uint32_t ma, uint32_
     asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
         : "=f"(S2[0]), "=f"(S2[1]), "=f"(S2[2]), "=f"(S2[3])
         : "r"(ma), "r"(mb), "r"(p[0]), "f"(0.0f));
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(S2[0]), "+f"(S2[1]), "+f"(S2[2]), "+f"(S2[3])
-        : "r"(ma), "r"(mb), "r"(ma), "r"(mb), "r"(p[1]), "r"(p[2]));
+    mma16816_bf16(S2, ma, mb, ma, mb, p[1], p[2]);
 }
 
 /* After the 8 xsum_steps of every tile: the bf16 parts of X (once per warp, shared by its row tiles). */
@@ -1512,27 +1510,26 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
     return launch_ring_kernel<T, NT, PH, false, ring_rw(PH)>(w, rows, nb, x, cols, batch, y32, y16, ring_rw(PH), s);
 }
 
-/* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */
-int ring_ph(size_t rows, const ring_cfg &c) { return c.ph != 0 ? c.ph : 4 * ((rows + 127) / 128) >= (size_t)(3 * 2 * c.sms) ? 4 : 1; }
-
 /* Whether the ring kernel runs on this many rows. PH = 1 CTAs hold 64 rows at one CTA an SM, so 4096 rows
  * make 64 CTAs and leave half of an H200's 132 SMs idle: there the staged kernel (32 rows a block, several
  * blocks an SM) measured up to 45% faster (H200, same run: 2048x8192, 4096x4096 and 4096x14336 at batch
  * 4..16, every type), while 8192 rows (128 CTAs) and more keep the ring ahead. So the ring runs where its
- * PH = 1 CTAs number at least three quarters of the SMs (PH = 4 is only chosen where they fill more),
+ * PH = 1 CTAs number at least three quarters of the SMs (PH = 4 is only chosen where even its larger
+ * CTAs fill more, so the test covers it),
  * except Q8_K at batch 9..16, whose staged kernel measured 5-10% slower than the ring on those shapes,
  * or where QG_CUDA_KQ_RING_MIN or _PH pin it. Which kernel runs never changes an output's bits. */
 bool ring_fills(qg_ktype t, int batch, size_t rows, const ring_cfg &c)
 {
-    return c.pinned || (t == QG_Q8_K && batch > 8) || ring_ph(rows, c) == 4 || 4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms);
+    return c.pinned || (t == QG_Q8_K && batch > 8) || 4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms);
 }
 
+/* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */
 template <int T, int NT>
 int launch_ring(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
                 cudaStream_t s)
 {
     const ring_cfg c = ring_config();
-    const int ph = ring_ph(rows, c);
+    const int ph = c.ph != 0 ? c.ph : 4 * ((rows + 127) / 128) >= (size_t)(3 * 2 * c.sms) ? 4 : 1;
     return ph == 4 ? launch_ring_ph<T, NT, 4>(w, rows, nb, x, cols, batch, y32, y16, s)
                    : launch_ring_ph<T, NT, 1>(w, rows, nb, x, cols, batch, y32, y16, s);
 }
