@@ -128,4 +128,57 @@ __device__ __forceinline__ void mma16816_bf16(float (&d)[4], uint32_t a0, uint32
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+
+/* Warpgroup MMA (sm_90a builds only: QG_CUDA_WGMMA): the fence before a wgmma reads registers written by
+ * other instructions, the commit of the wgmmas issued so far as one group, the waits for all groups or all
+ * but the 1 or 2 most recent. */
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define QG_CUDA_WGMMA 1
+#else
+#define QG_CUDA_WGMMA 0
+#endif
+#if QG_CUDA_WGMMA
+__device__ __forceinline__ void qg_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void qg_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void qg_wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void qg_wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+__device__ __forceinline__ void qg_wg_wait2() { asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory"); }
+/* Pins a register to this point of the instruction stream: the compiler sees the wgmma's accumulators as
+ * written when it is issued, so without this it may read them before the wait_group that completes it. */
+__device__ __forceinline__ void qg_wg_pin(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+
+#define QG_WG_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+/* D = A B + D (sd = 1) or D = A B (sd = 0, a group's first block: the value mma16816_c0 gives, the block
+ * added to +0; the tests compare these blocks' results with mma.sync kernels' bit for bit), one k16 block of
+ * 64 rows of A (registers) x BN columns of B (shared memory, descriptor desc) */
+template <int BN> __device__ __forceinline__ void qg_wgmma_f16(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc, int sd);
+template <> __device__ __forceinline__ void qg_wgmma_f16<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int sd)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
+                 "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
+                 " {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+                 : QG_WG_F8(0), QG_WG_F8(8), QG_WG_F8(16), QG_WG_F8(24), QG_WG_F8(32), QG_WG_F8(40), QG_WG_F8(48), QG_WG_F8(56)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
+}
+template <> __device__ __forceinline__ void qg_wgmma_f16<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int sd)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                 : QG_WG_F8(0), QG_WG_F8(8), QG_WG_F8(16), QG_WG_F8(24)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
+}
+template <> __device__ __forceinline__ void qg_wgmma_f16<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int sd)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
+                 " {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                 : QG_WG_F8(0), QG_WG_F8(8)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
+}
+#undef QG_WG_F8
+#endif
+
 #endif

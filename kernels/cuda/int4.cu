@@ -1036,46 +1036,6 @@ __device__ __forceinline__ void cp_async4z(uint32_t dst, const void *src, int by
 {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ void wg4_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg4_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg4_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void wg4_wait2() { asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory"); }
-/* Pins a register to this point of the instruction stream: the compiler sees the wgmma's accumulators as
- * written when it is issued, so without this it may read them before the wait_group that completes it. */
-__device__ __forceinline__ void wg4_pin(float &r) { asm volatile("" : "+f"(r)::"memory"); }
-
-#define QG_WG_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-/* D = A B + D (sd = 1) or D = A B (sd = 0, a group's first block: the value mma16816_c0 gives, the block
- * added to +0; gpu.int4_cuda.gemm compares these rows with the mma.sync kernels' bit for bit), one k16
- * block of 64 channels x BN rows */
-template <int BN> __device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc, int sd);
-template <> __device__ __forceinline__ void wgmma_f16<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int sd)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,"
-                 "%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
-                 " {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
-                 : QG_WG_F8(0), QG_WG_F8(8), QG_WG_F8(16), QG_WG_F8(24), QG_WG_F8(32), QG_WG_F8(40), QG_WG_F8(48), QG_WG_F8(56)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
-}
-template <> __device__ __forceinline__ void wgmma_f16<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int sd)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-                 : QG_WG_F8(0), QG_WG_F8(8), QG_WG_F8(16), QG_WG_F8(24)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
-}
-template <> __device__ __forceinline__ void wgmma_f16<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int sd)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
-                 " {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
-                 : QG_WG_F8(0), QG_WG_F8(8)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
-}
-#undef QG_WG_F8
 #endif
 
 template <int WG, int BN, bool SEQ, int OCC, bool DEFER, bool XQ>
@@ -1178,11 +1138,11 @@ __global__ void __launch_bounds__(128 * WG, OCC)
     int nxt = SEQ ? (int)((long long)sh.kc / splits) : c_fin;
     /* every wgmma of this warpgroup complete, and the partials read only after that */
     auto wait_par = [&]() {
-        wg4_wait0();
+        qg_wg_wait0();
 #pragma unroll
         for (int i = 0; i < MT; i++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) wg4_pin(par[i][e]);
+            for (int e = 0; e < 4; e++) qg_wg_pin(par[i][e]);
     };
     auto join = [&]() {
 #pragma unroll
@@ -1244,14 +1204,14 @@ __global__ void __launch_bounds__(128 * WG, OCC)
 #pragma unroll
             for (int i = 0; i < MT; i++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) wg4_pin(par[i][e]);
-            wg4_fence();
-            wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A0, dsc + (uint64_t)((512 * h) >> 4), sd);
-            wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A1, dsc + (uint64_t)((512 * h + 256) >> 4), 1);
-            wg4_commit();
+                for (int e = 0; e < 4; e++) qg_wg_pin(par[i][e]);
+            qg_wg_fence();
+            qg_wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A0, dsc + (uint64_t)((512 * h) >> 4), sd);
+            qg_wgmma_f16<BN>(reinterpret_cast<float(&)[BN / 2]>(par), A1, dsc + (uint64_t)((512 * h + 256) >> 4), 1);
+            qg_wg_commit();
         }
         /* DEFER: this chunk's two commit groups may still run; every earlier one is complete */
-        if (DEFER) wg4_wait2();
+        if (DEFER) qg_wg_wait2();
         else wait_par();
     }
     cp_async_wait<0>();
@@ -1485,13 +1445,13 @@ __global__ void wgmma_probe_kernel(const uint16_t *A, const uint16_t *B, const f
     for (int e = 0; e < 4; e++) d[e] = cc[(gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)];
     const uint32_t addr = (uint32_t)__cvta_generic_to_shared(bs);
     const uint64_t desc = (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
-    wg4_fence();
+    qg_wg_fence();
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(ar[0]), "r"(ar[1]), "r"(ar[2]), "r"(ar[3]), "l"(desc));
-    wg4_commit();
-    wg4_wait0();
+    qg_wg_commit();
+    qg_wg_wait0();
     if (warp == 0)
         for (int e = 0; e < 4; e++) D[blk * 128 + (gr + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)] = d[e];
 #endif

@@ -25,14 +25,15 @@
  * (codes) and B (activations) alike, so a thread reads 4 consecutive codes of each of its two rows and 4
  * consecutive activations of its column: the exact sum is unchanged by this fixed permutation.
  *
- * Three kernels, one sequence of operations per output. Batch 1..16 (x 16-byte aligned): k_kq_gemm_staged,
+ * Four kernels, one sequence of operations per output. Batch 1..16 (x 16-byte aligned): k_kq_gemm_staged,
  * a warp on 2 row tiles (32 rows a block; Q5_K at batch 1..8 one), the activations of its next one or
  * two super-blocks copied into warp-private shared memory by cp.async, the next super-block's weights
  * in registers, one activation fragment serving every row tile. Batch 17..32 (Q6_K 25..32; where the device has 204 KB of shared
  * memory for a block): the staged kernel in blocks of 4 column groups of 8 columns, 16 warps. Else:
  * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory. On sm_90,
  * batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 runs k_kq_gemm_ring instead where its grid fills the
- * GPU (a CTA's warps share each super-block's operands through a shared-memory ring; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
+ * GPU (a CTA's warps share each super-block's operands through a shared-memory ring; below). In sm_90a
+ * builds on sm_90, Q4_K, Q5_K and Q8_K at batch 17..64 run k_kq_gemm_wg (warpgroup MMA; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
  * QG_CUDA_KQ_MMA_COLGROUPS (0: k_kq_gemm at 17..32) are tuning knobs; every value gives the same bits.
  *
  * Batch invariance by construction: a column's mma result depends only on that column of B and of C, the
@@ -51,6 +52,9 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <mutex>
 
 #include "common.cuh"
 #include "kquants_host.cuh"
@@ -1366,6 +1370,274 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
 #endif
 }
 
+/* ---- Batch 17..64 on sm_90a: warpgroup MMA (k_kq_gemm_wg; Q4_K, Q5_K, Q8_K) ----
+ * The operations of superblock_staged per output, in the same order, with the code chain S on
+ * wgmma.m64nNk16 (A, the codes or scaled codes, decoded into registers exactly as the mma.sync fragments
+ * of each warp's 16 rows; B, the activations, read by the tensor cores from shared memory). A wgmma k16
+ * block rounds as an mma.sync block (gpu.tc_probe.cuda requires its bits on every crafted block; the
+ * chain starts from nothing, scale-d 0, the mma.sync chain's C = +0), so every output keeps its bits, and
+ * gpu.kq_gemm.cuda compares every column of batches 17..64 with the same column computed alone.
+ *
+ * A prepass (k_kq_wg_image) writes, per column group of N columns and super-block, one piece of
+ * wg_xbytes bytes: the activations in the tensor cores' no-swizzle K-major layout, in the k order of the
+ * mma.sync fragments (k16 block c at 256 c; in it core matrix 0 holds k 0, 1, 4, 5, 8, 9, 12, 13 and core
+ * matrix 1 k 2, 3, 6, 7, 10, 11, 14, 15 of each column, 8 columns a core matrix, column tiles 4 KB apart),
+ * columns past the batch zero, then for Q4_K/Q5_K the bf16 parts of the sub-block sums X_j, computed by
+ * the very xsum_step chain and split of superblock_staged, in the B fragment order q45_min_mma takes
+ * (tile n, part p, lane l: word 96 n + 32 p + l). The image lives in the library's own stream-ordered
+ * pool (kq_ws_alloc), freed in stream order after the kernel.
+ *
+ * A CTA is WG warpgroups of 64 rows each and one column group; it walks the super-blocks as the PH = 4
+ * ring does (phase p: p, p + 4, ... in order; each phase's sum from +0, then ((p0 + p1) + p2) + p3), its
+ * rows' blocks and the super-block's image piece copied by cp.async ST - 1 super-blocks ahead. The
+ * columns' inf/NaN flags are read off the code sums, as superblock_staged reads them. */
+template <int T> __host__ __device__ constexpr bool wg_type() { return T == QG_Q4_K || T == QG_Q5_K || T == QG_Q8_K; }
+template <int T, int N> __host__ __device__ constexpr int wg_xbytes() { return N * QK * 2 + (T == QG_Q8_K ? 0 : N / 8 * 3 * 128); }
+template <int T, int N, int WG> __host__ __device__ constexpr int wg_stage_bytes() { return 64 * WG * ring_slot<T>() + wg_xbytes<T, N>(); }
+/* CTAs an SM: N = 32 two (WG = 2) or three, N = 64 one or two; the registers a thread may take follow */
+template <int N, int WG> __host__ __device__ constexpr int wg_ctas() { return N == 32 ? (WG == 2 ? 2 : 3) : (WG == 2 ? 1 : 2); }
+/* stages: as many as the CTA's share of 227 KB holds, 2 to 4 */
+template <int T, int N, int WG> __host__ __device__ constexpr int wg_stages()
+{
+    return (232448 / wg_ctas<N, WG>() - 1024) / wg_stage_bytes<T, N, WG>() > 4 ? 4 : (232448 / wg_ctas<N, WG>() - 1024) / wg_stage_bytes<T, N, WG>();
+}
+
+/* One warp a column tile n of column group blockIdx.y and super-block blockIdx.x: its image words (lane
+ * (g, t): column 8 n + g, k 4t .. 4t + 3 of each 16-wide half of each sub-block, the B fragment words of
+ * superblock_staged) and, for Q4_K/Q5_K, the parts of its sub-block sums. */
+template <int T, int N>
+__global__ void __launch_bounds__(4 * N) k_kq_wg_image(const __half *__restrict__ x, size_t cols, int batch, size_t nb, uint8_t *__restrict__ xi)
+{
+    const int n = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const size_t sb = blockIdx.x;
+    const int col = (int)blockIdx.y * N + 8 * n + g;
+    uint8_t *const piece = xi + ((size_t)blockIdx.y * nb + sb) * wg_xbytes<T, N>();
+    uint32_t *const img = reinterpret_cast<uint32_t *>(piece + 4096 * n) + 4 * g + t; /* + 64 c (k16 block) + 32 (core matrix 1) */
+    float X[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    uint32_t xm = 0u;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        uint2 b0, b1;
+        load_b(x + sb * QK, cols, batch, col, 32 * j + 4 * t, 0, b0, b1, xm);
+#ifdef QG_CUDA_MUTANT_KQ_WG_IMAGE_ORDER
+        /* a GPU-machine mutant: the two core matrices of each k16 block swapped (wrong products) */
+        img[128 * j + 32] = b0.x, img[128 * j] = b0.y, img[128 * j + 96] = b1.x, img[128 * j + 64] = b1.y;
+#else
+        img[128 * j] = b0.x, img[128 * j + 32] = b0.y, img[128 * j + 64] = b1.x, img[128 * j + 96] = b1.y;
+#endif
+        if constexpr (T != QG_Q8_K) xsum_step(X, b0, b1, j, g);
+    }
+    if constexpr (T != QG_Q8_K) {
+        uint32_t P[3];
+        bf16_split3(__fadd_rn(X[0], X[2]), __fadd_rn(X[1], X[3]), P);
+        uint32_t *const pp = reinterpret_cast<uint32_t *>(piece + N * QK * 2) + 96 * n + lane;
+        pp[0] = P[0], pp[32] = P[1], pp[64] = P[2];
+    }
+}
+
+__device__ int g_kq_wgmma_built = QG_CUDA_WGMMA;
+
+/* PS = 4: a CTA walks all four phases and stores y. PS = 1: CTA z of the grid walks phase z only and
+ * stores its sum in part[z][column][row]; k_kq_wg_join then adds them in the same order. */
+template <int T, int N, int WG, int PS>
+__global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const uint8_t *__restrict__ w, size_t rows, size_t nb,
+                                                                         const __half *__restrict__ x, size_t cols, int batch,
+                                                                         const uint8_t *__restrict__ xi, float *y32, uint16_t *y16,
+                                                                         float *part)
+{
+#if QG_CUDA_WGMMA
+    constexpr int BB = ring_bb<T>(), SLOT = ring_slot<T>(), SEG = SLOT / 16, W = wwords<T>::n, MT = N / 8;
+    constexpr int NTH = 128 * WG, RR = 64 * WG, WB = RR * SLOT, XB = wg_xbytes<T, N>(), STB = WB + XB;
+    constexpr bool ALIGNED = BB % 16 == 0;
+    constexpr int KW = (RR * SEG + NTH - 1) / NTH, KX = (XB / 16 + NTH - 1) / NTH, ST = wg_stages<T, N, WG>();
+    static_assert(ST >= 2 && STB % 16 == 0, "two stages of whole 16-byte pieces");
+    extern __shared__ __align__(128) unsigned char dyn_smem[];
+    const int tid = (int)threadIdx.x, wid = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const size_t row0 = (size_t)blockIdx.y * RR;
+    const int col0 = (int)blockIdx.x * N;
+    const uint8_t *const xig = xi + (size_t)blockIdx.x * nb * XB; /* the column group's pieces, super-block after super-block */
+    auto count = [&](int p) { return (size_t)p < nb ? (int)((nb - (size_t)p + 3) / 4) : 0; };
+    /* the thread's weight copies as the ring kernel's (rows past the end copy the last row, never stored) */
+    const uint8_t *wsrc[KW];
+    uint32_t wrel[KW], wseg[KW];
+    const uint8_t *const wring = w + row0 * nb * BB;
+    const uint32_t wring_lo = (uint32_t)(row0 * nb * BB);
+#pragma unroll
+    for (int k = 0; k < KW; k++) {
+        const int e = tid + NTH * k, r = e < RR * SEG ? e / SEG : 0;
+        const size_t row = row0 + (size_t)r < rows ? row0 + (size_t)r : rows - 1;
+        wsrc[k] = w + row * nb * BB + 16 * (e % SEG);
+        wrel[k] = (uint32_t)((row - row0) * nb * BB); /* < 2^32: checked by the launch */
+        wseg[k] = 16u * (uint32_t)(e % SEG);
+    }
+    const uint8_t *const wend = w + rows * nb * BB;
+    const bool wlast = tid + NTH * (KW - 1) < RR * SEG;
+    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(dyn_smem);
+    const int pb = PS == 4 ? 0 : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
+    int islot = 0, ipi = pb, ik = 0, total = 0, icnt = count(pb);
+    for (int pi = pb; pi < pe; pi++) total += count(pi);
+    auto issue = [&]() { /* the next super-block of the walk into slot islot */
+        while (ik == icnt) ik = 0, icnt = count(++ipi);
+        const size_t sb = (size_t)ipi + 4 * (size_t)ik++, off = sb * BB;
+        const uint32_t st = ring + (uint32_t)(islot * STB) + 16u * (uint32_t)tid;
+        islot = islot == ST - 1 ? 0 : islot + 1;
+#pragma unroll
+        for (int k = 0; k < KW; k++)
+            if (k < KW - 1 || wlast) {
+                if constexpr (ALIGNED) cp_async16_s(st + 16u * NTH * k, wsrc[k] + off);
+                else {
+                    const uint32_t rel = wrel[k] + (uint32_t)off;
+                    const uint8_t *src = wring + (rel - ((wring_lo + rel) & 15u)) + wseg[k];
+                    if (src + 16 <= wend) cp_async16_s(st + 16u * NTH * k, src);
+                    else
+                        for (int i = 0; src + i < wend; i++)
+                            asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(st + 16u * NTH * k + i), "r"((uint32_t)src[i]) : "memory");
+                }
+            }
+        const uint8_t *xs = xig + sb * XB + 16 * tid;
+#pragma unroll
+        for (int k = 0; k < KX; k++)
+            if (k < KX - 1 || tid + NTH * k < XB / 16) cp_async16_s(st + (uint32_t)WB + 16u * NTH * k, xs + 16 * NTH * k);
+    };
+#pragma unroll 1
+    for (int i = 0; i < ST - 1; i++) {
+        if (i < total) issue();
+        cp_async_commit();
+    }
+    const int wr = 16 * wid + g; /* the thread's rows wr and wr + 8 of the CTA's: warp wid of warpgroup wid / 4 */
+    const size_t ra = row0 + (size_t)wr, rb = ra + 8;
+    const uint8_t *wa = w + (ra < rows ? ra : rows - 1) * nb * BB, *wb = w + (rb < rows ? rb : rows - 1) * nb * BB;
+    /* descriptor of k16 block 0 of slot 0: start >> 4, LBO (core matrix 1) 128 >> 4, SBO (next 8 columns)
+     * 4096 >> 4, no swizzle; slot s and block c add (s STB + 256 c) >> 4 (shared addresses below 2^18) */
+    const uint64_t desc0 = (uint64_t)(((ring + (uint32_t)WB) & 0x3FFFFu) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(4096 >> 4) << 32);
+    float S[MT][4], acc[MT][4], tot[MT][4];
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) S[n][j] = tot[n][j] = 0.0f;
+    int cslot = 0, i = 0;
+    for (int p = pb; p < pe; p++) {
+#pragma unroll
+        for (int n = 0; n < MT; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[n][j] = 0.0f;
+        const int np = count(p);
+        for (int k = 0; k < np; k++, i++) {
+            cp_async_wait<ST - 2>(); /* this thread's copies of the walk's super-block i have landed */
+            fence_proxy_async();     /* ... are visible to the tensor cores' reads */
+            __syncthreads();         /* everyone's have; the slot refilled next is no longer read */
+            if (i + ST - 1 < total) issue();
+            cp_async_commit();
+            const unsigned char *st = dyn_smem + cslot * STB;
+            const uint64_t dsc = desc0 + (uint64_t)((cslot * STB) >> 4);
+            cslot = cslot == ST - 1 ? 0 : cslot + 1;
+            const size_t sb = (size_t)p + 4 * (size_t)k;
+            const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
+            uint32_t va[W], vb[W];
+            load_words_shared<T>(st + wr * SLOT + oa, t, va);
+            load_words_shared<T>(st + (wr + 8) * SLOT + ob, t, vb);
+            q45_sm sma, smb;
+            if constexpr (T != QG_Q8_K) sma = q45_unpack(va[1], va[2], va[3]), smb = q45_unpack(vb[1], vb[2], vb[3]);
+            /* S: the chain of 16 k16 blocks, one commit group a sub-block; waiting for all but the latest
+             * frees the previous sub-block's A registers */
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                uint32_t A[2][4];
+                if constexpr (T != QG_Q8_K) {
+                    const int c = j >> 1;
+                    uint32_t sa2, sb2;
+                    q45_scales(sma, smb, j, sa2, sb2);
+                    q45_frags<T>(va[4 + 2 * c], va[5 + 2 * c], vb[4 + 2 * c], vb[5 + 2 * c], va[W - 2], va[W - 1], vb[W - 2], vb[W - 1], j, sa2,
+                                 sb2, A);
+                } else {
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++)
+                        make_a(va[1 + 2 * j + hh] ^ 0x80808080u, vb[1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh]); /* (q + 128) - 128 */
+                }
+#pragma unroll
+                for (int n = 0; n < MT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
+                qg_wg_fence();
+#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
+                const int sd = 1; /* a GPU-machine mutant: the chain continues from the previous super-block's S */
+#else
+                const int sd = j == 0 ? 0 : 1;
+#endif
+                qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[0], dsc + (uint64_t)((512 * j) >> 4), sd);
+                qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[1], dsc + (uint64_t)((512 * j + 256) >> 4), 1);
+                qg_wg_commit();
+                if (j < 7) qg_wg_wait1();
+            }
+            qg_wg_wait0();
+#pragma unroll
+            for (int n = 0; n < MT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
+            const bool spa = special_scales<T>(va), spb = special_scales<T>(vb);
+            uint32_t ma = 0u, mb = 0u;
+            if constexpr (T != QG_Q8_K) ma = q45_min_pair(sma, t), mb = q45_min_pair(smb, t);
+            const uint32_t *const pw = reinterpret_cast<const uint32_t *>(st + WB + N * QK * 2) + lane;
+#pragma unroll
+            for (int n = 0; n < MT; n++) {
+                float part[4];
+                if constexpr (T != QG_Q8_K) {
+                    const uint32_t P[3] = {pw[96 * n], pw[96 * n + 32], pw[96 * n + 64]};
+                    float S2[4];
+                    q45_min_mma(S2, ma, mb, P);
+                    q45_finish(part, S[n], S2, h2f((uint16_t)va[0]), h2f((uint16_t)(va[0] >> 16)), h2f((uint16_t)vb[0]),
+                               h2f((uint16_t)(vb[0] >> 16)));
+                } else {
+                    const float da = __uint_as_float(va[0]), db = __uint_as_float(vb[0]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) part[e] = __fmul_rn(e < 2 ? da : db, S[n][e]);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int col = col0 + 8 * n + 2 * t + (e & 1);
+                    if (((e < 2 ? spa : spb) || !isfinite(S[n][e])) && col < batch)
+                        part[e] = special_part_staged<T>((e < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
+                    acc[n][e] = __fadd_rn(acc[n][e], part[e]);
+                }
+            }
+        }
+        /* the phase sums meet in the staged kernel's order, ((p0 + p1) + p2) + p3 */
+#pragma unroll
+        for (int n = 0; n < MT; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) tot[n][j] = p == pb ? acc[n][j] : __fadd_rn(tot[n][j], acc[n][j]);
+    }
+#pragma unroll
+    for (int n = 0; n < MT; n++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int col = col0 + 8 * n + 2 * t + (j & 1);
+            const size_t row = j < 2 ? ra : rb;
+            if (col < batch && row < rows) {
+                if (PS == 1) part[((size_t)pb * (size_t)batch + (size_t)col) * rows + row] = tot[n][j];
+                else {
+                    if (y32) y32[(size_t)col * rows + row] = tot[n][j];
+                    if (y16) y16[(size_t)col * rows + row] = f32_to_f16_bits(tot[n][j]);
+                }
+            }
+        }
+#endif
+}
+
+/* The four phase sums of k_kq_gemm_wg<..., PS = 1> in the staged kernel's order, ((p0 + p1) + p2) + p3. */
+__global__ void k_kq_wg_join(const float *__restrict__ part, size_t n, float *y32, uint16_t *y16)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+#ifdef QG_CUDA_MUTANT_KQ_WG_JOIN_ORDER
+    const float v = __fadd_rn(__fadd_rn(__fadd_rn(part[i], part[2 * n + i]), part[n + i]), part[3 * n + i]); /* a GPU-machine mutant: 0, 2, 1, 3 */
+#else
+    const float v = __fadd_rn(__fadd_rn(__fadd_rn(part[i], part[n + i]), part[2 * n + i]), part[3 * n + i]);
+#endif
+    if (y32) y32[i] = v;
+    if (y16) y16[i] = f32_to_f16_bits(v);
+}
+
 /* Row tiles per warp of the staged kernel: 2, except Q5_K at batch 1..8 (one tile: its two-tile kernel
  * needs 168-179 registers there and measured 1.28-1.44x cuBLAS fp16 at batch 1 on an H100 against
  * 1.65-1.81x with one) and Q6_K at batch 9..16 (one tile: 8-12% faster on an H200; with two it needs
@@ -1534,6 +1806,163 @@ int launch_ring(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_
                    : launch_ring_ph<T, NT, 1>(w, rows, nb, x, cols, batch, y32, y16, s);
 }
 
+/* The warpgroup kernel at batch 17..64 (k_kq_gemm_wg): an sm_90 device running this library's sm_90a
+ * code (an sm_90a build), Q4_K, Q5_K and Q8_K, unless QG_CUDA_KQ_WG=0 (the staged or k_kq_gemm kernels
+ * there, as before it existed). QG_CUDA_KQ_WG_N=64 takes batch 33..64 as one column group of 64 instead
+ * of two of 32 (H200, same run: 2-24% slower for Q4_K and Q5_K on 28672x8192, 8192x28672 and 8192x8192;
+ * Q8_K 13% slower on 28672x8192, 4-5% faster on the others); QG_CUDA_KQ_WG_ROWS=64 or 128 pins the rows a CTA (one or two
+ * warpgroups), QG_CUDA_KQ_WG_PS=1 or 4 the phases a CTA (launch_wg). Tuning knobs: every value gives the
+ * same bits. */
+struct wg_knobs {
+    bool on;
+    int n, rows, ps;
+};
+/* Lets this thread make calls a stream capture in progress (a benchmark's CUDA graph) would otherwise
+ * refuse, such as a synchronous copy, for the lifetime of the object; the first launch may be captured. */
+struct capture_relaxed {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    capture_relaxed() { (void)cudaThreadExchangeStreamCaptureMode(&mode); }
+    ~capture_relaxed() { (void)cudaThreadExchangeStreamCaptureMode(&mode); }
+};
+
+/* g_kq_wgmma_built as this process's device code holds it, through a private non-blocking stream (no
+ * ordering with any stream the caller may be capturing) */
+bool wg_built()
+{
+    const capture_relaxed relaxed;
+    int built = 0;
+    cudaStream_t q;
+    if (cudaStreamCreateWithFlags(&q, cudaStreamNonBlocking) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    const bool ok = cudaMemcpyFromSymbolAsync(&built, g_kq_wgmma_built, sizeof built, 0, cudaMemcpyDeviceToHost, q) == cudaSuccess &&
+                    cudaStreamSynchronize(q) == cudaSuccess;
+    (void)cudaStreamDestroy(q);
+    (void)cudaGetLastError();
+    return ok && built == 1;
+}
+
+wg_knobs wg_config()
+{
+    static const wg_knobs k = [] {
+        wg_knobs r = {false, 0, 0, 0};
+        r.on = ring_config().sm90 && wg_built();
+        const char *env = getenv("QG_CUDA_KQ_WG");
+        if (env != nullptr && env[0] == '0' && env[1] == '\0') r.on = false;
+        env = getenv("QG_CUDA_KQ_WG_N");
+        if (env != nullptr && strcmp(env, "64") == 0) r.n = 64;
+        env = getenv("QG_CUDA_KQ_WG_ROWS");
+        if (env != nullptr && (strcmp(env, "64") == 0 || strcmp(env, "128") == 0)) r.rows = atoi(env);
+        env = getenv("QG_CUDA_KQ_WG_PS");
+        if (env != nullptr && (strcmp(env, "1") == 0 || strcmp(env, "4") == 0)) r.ps = atoi(env);
+        return r;
+    }();
+    return k;
+}
+
+/* Stream-ordered device memory from a pool of the library's own on the current device, whose release
+ * threshold (64 MiB) keeps the memory between calls instead of returning it at every synchronization. */
+cudaError_t kq_ws_alloc(void **p, size_t bytes, cudaStream_t s)
+{
+    static std::mutex mu;
+    static cudaMemPool_t pools[64];
+    static bool made[64];
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!made[dev]) {
+            const capture_relaxed relaxed;
+            cudaMemPoolProps props = {};
+            props.allocType = cudaMemAllocationTypePinned;
+            props.location.type = cudaMemLocationTypeDevice;
+            props.location.id = dev;
+            e = cudaMemPoolCreate(&pools[dev], &props);
+            if (e != cudaSuccess) return e;
+            uint64_t keep = (uint64_t)64 << 20;
+            e = cudaMemPoolSetAttribute(pools[dev], cudaMemPoolAttrReleaseThreshold, &keep);
+            if (e != cudaSuccess) return e;
+            made[dev] = true;
+        }
+    }
+    return cudaMallocFromPoolAsync(p, bytes, pools[dev], s);
+}
+
+template <int T, int N, int WG, int PS>
+int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, const uint8_t *xi, float *part,
+                     float *y32, uint16_t *y16, cudaStream_t s)
+{
+    static bool attr_set = false;
+    constexpr int smem = wg_stages<T, N, WG>() * wg_stage_bytes<T, N, WG>();
+    if (!attr_set) {
+        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_wg<T, N, WG, PS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_wg)", e);
+        attr_set = true;
+    }
+    const unsigned groups = (unsigned)((batch + N - 1) / N);
+    k_kq_wg_image<T, N><<<dim3((unsigned)nb, groups), 4 * N, 0, s>>>(x, cols, batch, nb, const_cast<uint8_t *>(xi));
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return qg_cuda_fail("k_kq_wg_image launch", e);
+    const dim3 grid(groups, (unsigned)((rows + 64 * WG - 1) / (64 * WG)), PS == 1 ? 4 : 1);
+    k_kq_gemm_wg<T, N, WG, PS><<<grid, 128 * WG, smem, s>>>(w, rows, nb, x, cols, batch, xi, y32, y16, part);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return qg_cuda_fail("k_kq_gemm_wg launch", e);
+    if (PS == 1) {
+        const size_t n = rows * (size_t)batch;
+        k_kq_wg_join<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(part, n, y32, y16);
+        e = cudaGetLastError();
+        if (e != cudaSuccess) return qg_cuda_fail("k_kq_wg_join launch", e);
+    }
+    return QG_ERR_ok;
+}
+
+/* Batch 17..64 on the warpgroup kernel: columns in groups of 32 (or one group of 64 with
+ * QG_CUDA_KQ_WG_N=64). CTAs of 128 rows where they alone number the SMs; else of 64 rows, and where those number
+ * fewer than twice the SMs (8192 rows at batch <= 64: 128 CTAs of 4 warps) a CTA for each phase as well,
+ * the four phase sums joined by k_kq_wg_join. QG_CUDA_KQ_WG_PS=1 or 4 pins the phases a CTA (1 only with
+ * 64-row CTAs). Returns -1 (nothing launched) where it cannot run: the caller takes the other kernels,
+ * which give the same bits. */
+template <int T>
+int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16, cudaStream_t s)
+{
+    if constexpr (!wg_type<T>()) return -1;
+    else {
+        const wg_knobs k = wg_config();
+        static const int optin = smem_optin();
+        if (!k.on || batch <= 16 || ((uintptr_t)x & 15u) != 0) return -1;
+        const int n = batch <= 32 || k.n != 64 ? 32 : 64, groups = (batch + n - 1) / n;
+        const size_t sms = (size_t)ring_config().sms;
+        int wg = k.rows != 0 ? k.rows / 64 : (size_t)groups * ((rows + 127) / 128) >= sms ? 2 : 1;
+        const int ps = k.ps != 0 ? k.ps : wg == 1 && (size_t)groups * ((rows + 63) / 64) < 2 * sms ? 1 : 4;
+        if (ps == 1) wg = 1;
+        /* the copies keep a CTA's byte offsets in 32 bits; the grid's y dimension holds the row blocks */
+        if (128 * nb * (size_t)ring_bb<T>() >= ((size_t)1 << 32) || (rows + 63) / 64 > 65535) return -1;
+        if (wg_stages<T, 64, 2>() * wg_stage_bytes<T, 64, 2>() > optin) return -1;
+        const size_t ibytes = (size_t)groups * nb * (size_t)(n == 32 ? wg_xbytes<T, 32>() : wg_xbytes<T, 64>());
+        const size_t pbytes = ps == 1 ? 4 * rows * (size_t)batch * sizeof(float) : 0;
+        void *ws = nullptr;
+        if (kq_ws_alloc(&ws, ibytes + pbytes, s) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return -1;
+        }
+        const uint8_t *xb = (const uint8_t *)ws;
+        float *part = ps == 1 ? (float *)((uint8_t *)ws + ibytes) : nullptr; /* ibytes: a multiple of 16 */
+        int rc;
+        if (ps == 1) rc = n == 32 ? launch_wg_kernel<T, 32, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
+                                  : launch_wg_kernel<T, 64, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
+        else if (n == 32) rc = wg == 2 ? launch_wg_kernel<T, 32, 2, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
+                                       : launch_wg_kernel<T, 32, 1, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
+        else rc = wg == 2 ? launch_wg_kernel<T, 64, 2, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
+                          : launch_wg_kernel<T, 64, 1, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
+        const cudaError_t e = cudaFreeAsync(ws, s);
+        if (rc == QG_ERR_ok && e != cudaSuccess) rc = qg_cuda_fail("cudaFreeAsync (k_kq_gemm_wg workspace)", e);
+        return rc;
+    }
+}
+
 /* The staged kernel for this batch: column tiles per warp NT and column groups CG (0: none fits, run
  * k_kq_gemm). Batch 1..8 one tile, 9..16 two tiles a warp, 17..32 four groups of one tile where the
  * device has the shared memory for them (one row tile a warp there: with two, 128 registers a thread
@@ -1558,6 +1987,10 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     const size_t nb = cols / QK, bb = qg_kq_block_bytes((qg_ktype)T);
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
     const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch);
+    if (getenv("QG_CUDA_KQ_MMA_TILES") == nullptr) {
+        const int rc = launch_wg<T>(w, rows, nb, x, cols, B, y32, y16, s);
+        if (rc >= 0) return rc;
+    }
     {
         const ring_cfg rc = ring_config();
         /* the ring kernel keeps a ring's byte offsets (128 rows) in 32 bits */

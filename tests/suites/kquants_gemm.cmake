@@ -14,7 +14,20 @@ if(QG_HAVE_CUDA)
     set_property(TEST gpu.kq_gemm.cuda.tiles${tiles} APPEND PROPERTY ENVIRONMENT QG_CUDA_KQ_MMA_TILES=${tiles})
   endforeach()
   qg_add_test(NAME gpu.kq_gemm.cuda.nogroups LABELS gpu COMMAND test_kq_gemm cuda)
-  set_property(TEST gpu.kq_gemm.cuda.nogroups APPEND PROPERTY ENVIRONMENT QG_CUDA_KQ_MMA_COLGROUPS=0)
+  set_property(TEST gpu.kq_gemm.cuda.nogroups APPEND PROPERTY ENVIRONMENT QG_CUDA_KQ_MMA_COLGROUPS=0 QG_CUDA_KQ_WG=0)
+  # The warpgroup kernel (sm_90a builds on sm_90: Q4_K, Q5_K and Q8_K at batch 17..64 by default, its
+  # columns compared bit for bit with the same columns computed alone by the other kernels): wg.off leaves
+  # batch 17..64 to the staged kernel's column groups and k_kq_gemm; wg.n64 takes batch 33..64 as one
+  # column group of 64 (the default: two of 32); the default at these small shapes runs CTAs of one warpgroup and one phase each
+  # (the phase sums joined by a second kernel), wg.rows128 pins CTAs of two warpgroups walking all four
+  # phases, wg.rows64 CTAs of one warpgroup walking all four.
+  foreach(v "off;QG_CUDA_KQ_WG=0" "n64;QG_CUDA_KQ_WG_N=64" "rows128;QG_CUDA_KQ_WG_ROWS=128"
+            "rows64;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=4;QG_CUDA_KQ_WG_N=64")
+    list(GET v 0 name)
+    list(SUBLIST v 1 -1 envs)
+    qg_add_test(NAME gpu.kq_gemm.cuda.wg.${name} LABELS gpu COMMAND test_kq_gemm cuda)
+    set_property(TEST gpu.kq_gemm.cuda.wg.${name} APPEND PROPERTY ENVIRONMENT ${envs})
+  endforeach()
   # The ring kernel (sm_90: from batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 by default, where its
   # grid fills the GPU; the test's shapes are small, so the default takes the staged kernel there, but
   # for Q8_K at batch 9..16):
