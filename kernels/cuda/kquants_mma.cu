@@ -1451,7 +1451,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const
     constexpr bool ALIGNED = BB % 16 == 0;
     constexpr int KW = (RR * SEG + NTH - 1) / NTH, KX = (XB / 16 + NTH - 1) / NTH, ST = wg_stages<T, N, WG>();
     static_assert(ST >= 2 && STB % 16 == 0, "two stages of whole 16-byte pieces");
-    extern __shared__ __align__(128) unsigned char dyn_smem[];
+    extern __shared__ __align__(16) unsigned char dyn_smem[];
     const int tid = (int)threadIdx.x, wid = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const size_t row0 = (size_t)blockIdx.y * RR;
     const int col0 = (int)blockIdx.x * N;
@@ -1575,6 +1575,13 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const
 #pragma unroll
                 for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
             const bool spa = special_scales<T>(va), spb = special_scales<T>(vb);
+            /* the special-value path, per output below, only where a lane of the warp needs it */
+            bool sp = spa || spb;
+#pragma unroll
+            for (int n = 0; n < MT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) sp = sp || !isfinite(S[n][e]);
+            const bool warp_sp = __any_sync(0xFFFFFFFFu, sp);
             uint32_t ma = 0u, mb = 0u;
             if constexpr (T != QG_Q8_K) ma = q45_min_pair(sma, t), mb = q45_min_pair(smb, t);
             const uint32_t *const pw = reinterpret_cast<const uint32_t *>(st + WB + N * QK * 2) + lane;
@@ -1592,13 +1599,16 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const
 #pragma unroll
                     for (int e = 0; e < 4; e++) part[e] = __fmul_rn(e < 2 ? da : db, S[n][e]);
                 }
+                if (warp_sp) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int col = col0 + 8 * n + 2 * t + (e & 1);
-                    if (((e < 2 ? spa : spb) || !isfinite(S[n][e])) && col < batch)
-                        part[e] = special_part_staged<T>((e < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
-                    acc[n][e] = __fadd_rn(acc[n][e], part[e]);
+                    for (int e = 0; e < 4; e++) {
+                        const int col = col0 + 8 * n + 2 * t + (e & 1);
+                        if (((e < 2 ? spa : spb) || !isfinite(S[n][e])) && col < batch)
+                            part[e] = special_part_staged<T>((e < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
+                    }
                 }
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[n][e] = __fadd_rn(acc[n][e], part[e]);
             }
         }
         /* the phase sums meet in the staged kernel's order, ((p0 + p1) + p2) + p3 */
@@ -1920,11 +1930,14 @@ int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
 }
 
 /* Batch 17..64 on the warpgroup kernel: columns in groups of 32 (or one group of 64 with
- * QG_CUDA_KQ_WG_N=64). CTAs of 128 rows where they alone number the SMs; else of 64 rows, and where those number
- * fewer than twice the SMs (8192 rows at batch <= 64: 128 CTAs of 4 warps) a CTA for each phase as well,
- * the four phase sums joined by k_kq_wg_join. QG_CUDA_KQ_WG_PS=1 or 4 pins the phases a CTA (1 only with
- * 64-row CTAs). Returns -1 (nothing launched) where it cannot run: the caller takes the other kernels,
- * which give the same bits. */
+ * QG_CUDA_KQ_WG_N=64), CTAs of two warpgroups (128 rows). Where CTAs walking all four phases make one
+ * wave that fills at least 3/4 of the CTA slots (two an SM: 28672 rows at batch <= 32), each does so;
+ * else every CTA walks one phase and k_kq_wg_join adds the four phase sums. H200, same run, Q4_K and
+ * Q8_K, batch 32 and 64: one phase a CTA took 0.25-0.6x the time of all four on 8192 and 4096 rows and
+ * 4-6% less on 28672 rows at batch 64, the same (Q4_K) or 10% more (Q8_K) on 28672 rows at batch 32; CTAs
+ * of one warpgroup were slower everywhere but for a tie on 4096x14336 (Q8_K, batch 32).
+ * QG_CUDA_KQ_WG_ROWS=64 and QG_CUDA_KQ_WG_PS=1 or 4 pin the other choices. Returns -1 (nothing launched)
+ * where the kernel cannot run: the caller takes the other kernels, which give the same bits. */
 template <int T>
 int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16, cudaStream_t s)
 {
@@ -1935,9 +1948,10 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
         if (!k.on || batch <= 16 || ((uintptr_t)x & 15u) != 0) return -1;
         const int n = batch <= 32 || k.n != 64 ? 32 : 64, groups = (batch + n - 1) / n;
         const size_t sms = (size_t)ring_config().sms;
-        int wg = k.rows != 0 ? k.rows / 64 : (size_t)groups * ((rows + 127) / 128) >= sms ? 2 : 1;
-        const int ps = k.ps != 0 ? k.ps : wg == 1 && (size_t)groups * ((rows + 63) / 64) < 2 * sms ? 1 : 4;
-        if (ps == 1) wg = 1;
+        const int wg = k.rows != 0 ? k.rows / 64 : 2;
+        const size_t ctas4 = (size_t)groups * ((rows + 64 * wg - 1) / (64 * wg)); /* CTAs walking all four phases */
+        const size_t slots = sms * (size_t)(wg == 2 ? wg_ctas<32, 2>() : wg_ctas<32, 1>());
+        const int ps = k.ps != 0 ? k.ps : 4 * ctas4 >= 3 * slots && ctas4 <= slots ? 4 : 1;
         /* the copies keep a CTA's byte offsets in 32 bits; the grid's y dimension holds the row blocks */
         if (128 * nb * (size_t)ring_bb<T>() >= ((size_t)1 << 32) || (rows + 63) / 64 > 65535) return -1;
         if (wg_stages<T, 64, 2>() * wg_stage_bytes<T, 64, 2>() > optin) return -1;
@@ -1951,8 +1965,10 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
         const uint8_t *xb = (const uint8_t *)ws;
         float *part = ps == 1 ? (float *)((uint8_t *)ws + ibytes) : nullptr; /* ibytes: a multiple of 16 */
         int rc;
-        if (ps == 1) rc = n == 32 ? launch_wg_kernel<T, 32, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
-                                  : launch_wg_kernel<T, 64, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
+        if (ps == 1 && wg == 2) rc = n == 32 ? launch_wg_kernel<T, 32, 2, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
+                                             : launch_wg_kernel<T, 64, 2, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
+        else if (ps == 1) rc = n == 32 ? launch_wg_kernel<T, 32, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
+                                       : launch_wg_kernel<T, 64, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
         else if (n == 32) rc = wg == 2 ? launch_wg_kernel<T, 32, 2, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
                                        : launch_wg_kernel<T, 32, 1, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
         else rc = wg == 2 ? launch_wg_kernel<T, 64, 2, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)

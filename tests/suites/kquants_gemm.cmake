@@ -18,11 +18,13 @@ if(QG_HAVE_CUDA)
   # The warpgroup kernel (sm_90a builds on sm_90: Q4_K, Q5_K and Q8_K at batch 17..64 by default, its
   # columns compared bit for bit with the same columns computed alone by the other kernels): wg.off leaves
   # batch 17..64 to the staged kernel's column groups and k_kq_gemm; wg.n64 takes batch 33..64 as one
-  # column group of 64 (the default: two of 32); the default at these small shapes runs CTAs of one warpgroup and one phase each
-  # (the phase sums joined by a second kernel), wg.rows128 pins CTAs of two warpgroups walking all four
-  # phases, wg.rows64 CTAs of one warpgroup walking all four.
-  foreach(v "off;QG_CUDA_KQ_WG=0" "n64;QG_CUDA_KQ_WG_N=64" "rows128;QG_CUDA_KQ_WG_ROWS=128"
-            "rows64;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=4;QG_CUDA_KQ_WG_N=64")
+  # column group of 64 (the default: two of 32). The default at these small shapes runs CTAs of two
+  # warpgroups and one phase each (the phase sums joined by a second kernel); wg.ps4 pins CTAs of two
+  # warpgroups walking all four phases, wg.rows64 CTAs of one warpgroup walking all four (with one
+  # column group of 64), wg.rows64ps1 CTAs of one warpgroup and one phase.
+  foreach(v "off;QG_CUDA_KQ_WG=0" "n64;QG_CUDA_KQ_WG_N=64" "ps4;QG_CUDA_KQ_WG_PS=4"
+            "rows64;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=4;QG_CUDA_KQ_WG_N=64"
+            "rows64ps1;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=1")
     list(GET v 0 name)
     list(SUBLIST v 1 -1 envs)
     qg_add_test(NAME gpu.kq_gemm.cuda.wg.${name} LABELS gpu COMMAND test_kq_gemm cuda)
