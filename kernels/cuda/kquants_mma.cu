@@ -1162,6 +1162,49 @@ __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t,
 }
 #endif
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* A CTA's copies of its rows' blocks of one super-block into a stage (the ring kernel and k_kq_gemm_wg):
+ * weight segment e = tid + NTH k (row e / SEG of the RR rows from row0; rows past the end copy the last
+ * row, never stored) lands at 16 e of the stage: 16 bytes at 16 (e % SEG) of the row's block (aligned
+ * types), else of the 16-byte segments that cover the block (the row's first at its block's offset
+ * rounded down to 16; a segment past the end of the weights, only ever the last block's, is copied byte
+ * by byte up to the end). Byte offsets from the first row stay below 2^32 (checked by the launches). */
+template <int T, int NTH, int RR>
+struct row_copies {
+    static constexpr int BB = ring_bb<T>(), SEG = ring_slot<T>() / 16, KW = (RR * SEG + NTH - 1) / NTH;
+    static constexpr bool ALIGNED = BB % 16 == 0;
+    const uint8_t *src[KW]; /* aligned types: the copy's source at super-block 0 */
+    uint32_t rel[KW], seg[KW]; /* else: its row's first byte from the first row's, 16 (e % SEG) */
+    const uint8_t *first, *end; /* the first row; the end of the weights */
+    uint32_t first_lo;          /* the first row's offset mod 2^32 (for the offsets mod 16) */
+    bool last;                  /* the last copy runs (the others always do) */
+    __device__ __forceinline__ row_copies(const uint8_t *w, size_t rows, size_t nb, size_t row0, int tid)
+        : first(w + row0 * nb * BB), end(w + rows * nb * BB), first_lo((uint32_t)(row0 * nb * BB)), last(tid + NTH * (KW - 1) < RR * SEG)
+    {
+#pragma unroll
+        for (int k = 0; k < KW; k++) {
+            const int e = tid + NTH * k, r = e < RR * SEG ? e / SEG : 0;
+            const size_t row = row0 + (size_t)r < rows ? row0 + (size_t)r : rows - 1;
+            src[k] = w + row * nb * BB + 16 * (e % SEG);
+            rel[k] = (uint32_t)((row - row0) * nb * BB);
+            seg[k] = 16u * (uint32_t)(e % SEG);
+        }
+    }
+    /* copy k of the super-block at byte offset off of a row to shared address dst */
+    __device__ __forceinline__ void copy(int k, uint32_t dst, size_t off) const
+    {
+        if constexpr (ALIGNED) cp_async16_s(dst, src[k] + off);
+        else {
+            const uint32_t r = rel[k] + (uint32_t)off;
+            const uint8_t *p = first + (r - ((first_lo + r) & 15u)) + seg[k];
+            if (p + 16 <= end) cp_async16_s(dst, p);
+            else
+                for (int i = 0; p + i < end; i++) asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(dst + i), "r"((uint32_t)p[i]) : "memory");
+        }
+    }
+};
+#endif
+
 template <int T, int NT, int PH, bool PART = false, int RWX = ring_rw(PH)>
 __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_kq_gemm_ring(const uint8_t *__restrict__ w, size_t rows, size_t nb,
                                                                                     const __half *__restrict__ x, size_t cols, int batch,
@@ -1208,32 +1251,16 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
         const int s = e / ((NC - batch) * 32), c = batch + (e / 32) % (NC - batch);
         *reinterpret_cast<uint4 *>(gsm + s * STB + WB + c * XS * 2 + 16 * (e & 31)) = make_uint4(0u, 0u, 0u, 0u);
     }
-    /* the thread's copies: weight segment e = tid + NTH k (row e / SEG of the ring; rows past the end copy
-     * the last row, never stored) lands at 16 e of the stage: 16 bytes at 16 (e % SEG) of the row's block
-     * (aligned types), else of the 16-byte segments that cover the block (the row's first at its block's
-     * offset rounded down to 16; a segment past the end of the weights, only ever the last block's, is
-     * copied byte by byte up to the end). x segment e (column e / 32, halves 8 (e % 32) ..) at WB + column
-     * XS + 8 (e % 32) halves */
-    const uint8_t *wsrc[KW];                                        /* aligned types: the copy's source at super-block 0 */
-    uint32_t wrel[KW], wseg[KW];                                     /* else: its row's first byte from the ring's, 16 (e % SEG) */
-    const uint8_t *const wring = w + row0 * nb * BB;                 /* the ring's first row */
-    const uint32_t wring_lo = (uint32_t)(row0 * nb * BB);            /* its offset mod 2^32 (for the offsets mod 16) */
-#pragma unroll
-    for (int k = 0; k < KW; k++) {
-        const int e = tid + NTH * k, r = e < RING_ROWS * SEG ? e / SEG : 0;
-        const size_t row = row0 + (size_t)r < rows ? row0 + (size_t)r : rows - 1;
-        wsrc[k] = w + row * nb * BB + 16 * (e % SEG);
-        wrel[k] = (uint32_t)((row - row0) * nb * BB); /* < 2^32: checked by the launch */
-        wseg[k] = 16u * (uint32_t)(e % SEG);
-    }
-    const uint8_t *const wend = w + rows * nb * BB;
+    /* the thread's copies: the ring's rows (row_copies), and x segment e (column e / 32, halves 8 (e % 32) ..)
+     * at WB + column XS + 8 (e % 32) halves */
+    const row_copies<T, NTH, RING_ROWS> wc(w, rows, nb, row0, tid);
+    static_assert(row_copies<T, NTH, RING_ROWS>::KW == KW, "one copy count");
     const __half *xsrc[KX];
 #pragma unroll
     for (int k = 0; k < KX; k++) {
         const int e = tid + NTH * k, c = e >> 5;
         xsrc[k] = x + (size_t)(c < batch ? c : 0) * cols + 8 * (e & 31);
     }
-    const bool wlast = tid + NTH * (KW - 1) < RING_ROWS * SEG; /* the last weight copy (the others always run) */
     const int wlim = 16 * lt * SEG; /* PART: the copies of the CTA's 16 lt rows, e < wlim, run */
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(gsm);
     const uint32_t xdst = WB + (uint32_t)((tid >> 5) * XS * 2 + 16 * (tid & 31)); /* x segment tid; + k NTH / 32 columns */
@@ -1248,23 +1275,15 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
         islot = islot == RING_ST - 1 ? 0 : islot + 1;
 #pragma unroll
         for (int k = 0; k < KW; k++)
-            if (PART ? tid + NTH * k < wlim : k < KW - 1 || wlast) {
-                if constexpr (ALIGNED) cp_async16_s(st + 16u * NTH * k, wsrc[k] + off);
-                else {
-                    /* Q8_K: the block's d and codes end 260 bytes past its start, which lies at most 12
-                     * bytes into its first 16-byte segment, so segments 17 and 18 (its bsums, which no
-                     * product reads, and the next block's head) need no copy. Skipped in the partial
-                     * CTAs at batch 1..8 only: H200, same run, 28672x8192 3-4% less time there, but
-                     * batch 16 (both kernels) 9-15% more and 8192x28672 batch 1 (PH = 1) 1.5% more */
-                    constexpr uint32_t Q8_USED = 16u * ((12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16);
-                    if (T == QG_Q8_K && PART && NT == 1 && wseg[k] >= Q8_USED) continue;
-                    const uint32_t rel = wrel[k] + (uint32_t)off;
-                    const uint8_t *src = wring + (rel - ((wring_lo + rel) & 15u)) + wseg[k];
-                    if (src + 16 <= wend) cp_async16_s(st + 16u * NTH * k, src);
-                    else
-                        for (int i = 0; src + i < wend; i++)
-                            asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(st + 16u * NTH * k + i), "r"((uint32_t)src[i]) : "memory");
-                }
+            if (PART ? tid + NTH * k < wlim : k < KW - 1 || wc.last) {
+                /* Q8_K: the block's d and codes end 260 bytes past its start, which lies at most 12
+                 * bytes into its first 16-byte segment, so segments 17 and 18 (its bsums, which no
+                 * product reads, and the next block's head) need no copy. Skipped in the partial
+                 * CTAs at batch 1..8 only: H200, same run, 28672x8192 3-4% less time there, but
+                 * batch 16 (both kernels) 9-15% more and 8192x28672 batch 1 (PH = 1) 1.5% more */
+                constexpr uint32_t Q8_USED = 16u * ((12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16);
+                if (T == QG_Q8_K && PART && NT == 1 && wc.seg[k] >= Q8_USED) continue;
+                wc.copy(k, st + 16u * NTH * k, off);
             }
         const size_t xo = sb * QK; /* its first activation */
 #pragma unroll
@@ -1446,10 +1465,10 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const
                                                                          float *part)
 {
 #if QG_CUDA_WGMMA
-    constexpr int BB = ring_bb<T>(), SLOT = ring_slot<T>(), SEG = SLOT / 16, W = wwords<T>::n, MT = N / 8;
+    constexpr int BB = ring_bb<T>(), SLOT = ring_slot<T>(), W = wwords<T>::n, MT = N / 8;
     constexpr int NTH = 128 * WG, RR = 64 * WG, WB = RR * SLOT, XB = wg_xbytes<T, N>(), STB = WB + XB;
     constexpr bool ALIGNED = BB % 16 == 0;
-    constexpr int KW = (RR * SEG + NTH - 1) / NTH, KX = (XB / 16 + NTH - 1) / NTH, ST = wg_stages<T, N, WG>();
+    constexpr int KW = row_copies<T, NTH, RR>::KW, KX = (XB / 16 + NTH - 1) / NTH, ST = wg_stages<T, N, WG>();
     static_assert(ST >= 2 && STB % 16 == 0, "two stages of whole 16-byte pieces");
     extern __shared__ __align__(16) unsigned char dyn_smem[];
     const int tid = (int)threadIdx.x, wid = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -1457,21 +1476,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const
     const int col0 = (int)blockIdx.x * N;
     const uint8_t *const xig = xi + (size_t)blockIdx.x * nb * XB; /* the column group's pieces, super-block after super-block */
     auto count = [&](int p) { return (size_t)p < nb ? (int)((nb - (size_t)p + 3) / 4) : 0; };
-    /* the thread's weight copies as the ring kernel's (rows past the end copy the last row, never stored) */
-    const uint8_t *wsrc[KW];
-    uint32_t wrel[KW], wseg[KW];
-    const uint8_t *const wring = w + row0 * nb * BB;
-    const uint32_t wring_lo = (uint32_t)(row0 * nb * BB);
-#pragma unroll
-    for (int k = 0; k < KW; k++) {
-        const int e = tid + NTH * k, r = e < RR * SEG ? e / SEG : 0;
-        const size_t row = row0 + (size_t)r < rows ? row0 + (size_t)r : rows - 1;
-        wsrc[k] = w + row * nb * BB + 16 * (e % SEG);
-        wrel[k] = (uint32_t)((row - row0) * nb * BB); /* < 2^32: checked by the launch */
-        wseg[k] = 16u * (uint32_t)(e % SEG);
-    }
-    const uint8_t *const wend = w + rows * nb * BB;
-    const bool wlast = tid + NTH * (KW - 1) < RR * SEG;
+    const row_copies<T, NTH, RR> wc(w, rows, nb, row0, tid); /* the thread's copies of the CTA's rows */
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(dyn_smem);
     const int pb = PS == 4 ? 0 : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
     int islot = 0, ipi = pb, ik = 0, total = 0, icnt = count(pb);
@@ -1483,17 +1488,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const
         islot = islot == ST - 1 ? 0 : islot + 1;
 #pragma unroll
         for (int k = 0; k < KW; k++)
-            if (k < KW - 1 || wlast) {
-                if constexpr (ALIGNED) cp_async16_s(st + 16u * NTH * k, wsrc[k] + off);
-                else {
-                    const uint32_t rel = wrel[k] + (uint32_t)off;
-                    const uint8_t *src = wring + (rel - ((wring_lo + rel) & 15u)) + wseg[k];
-                    if (src + 16 <= wend) cp_async16_s(st + 16u * NTH * k, src);
-                    else
-                        for (int i = 0; src + i < wend; i++)
-                            asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(st + 16u * NTH * k + i), "r"((uint32_t)src[i]) : "memory");
-                }
-            }
+            if (k < KW - 1 || wc.last) wc.copy(k, st + 16u * NTH * k, off);
         const uint8_t *xs = xig + sb * XB + 16 * tid;
 #pragma unroll
         for (int k = 0; k < KX; k++)
@@ -1821,11 +1816,12 @@ int launch_ring(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_
  * there, as before it existed). QG_CUDA_KQ_WG_N=64 takes batch 33..64 as one column group of 64 instead
  * of two of 32 (H200, same run: 2-24% slower for Q4_K and Q5_K on 28672x8192, 8192x28672 and 8192x8192;
  * Q8_K 13% slower on 28672x8192, 4-5% faster on the others); QG_CUDA_KQ_WG_ROWS=64 or 128 pins the rows a CTA (one or two
- * warpgroups), QG_CUDA_KQ_WG_PS=1 or 4 the phases a CTA (launch_wg). Tuning knobs: every value gives the
- * same bits. */
+ * warpgroups), QG_CUDA_KQ_WG_PS=1 or 4 the phases a CTA (launch_wg), QG_CUDA_KQ_WG_MIN=1..17 the
+ * smallest batch it takes (default 17; below, one column group of 32, zero-padded). Tuning knobs: every
+ * value gives the same bits. */
 struct wg_knobs {
     bool on;
-    int n, rows, ps;
+    int n, rows, ps, min_batch;
 };
 /* Lets this thread make calls a stream capture in progress (a benchmark's CUDA graph) would otherwise
  * refuse, such as a synchronous copy, for the lifetime of the object; the first launch may be captured. */
@@ -1856,7 +1852,7 @@ bool wg_built()
 wg_knobs wg_config()
 {
     static const wg_knobs k = [] {
-        wg_knobs r = {false, 0, 0, 0};
+        wg_knobs r = {false, 0, 0, 0, 17};
         r.on = ring_config().sm90 && wg_built();
         const char *env = getenv("QG_CUDA_KQ_WG");
         if (env != nullptr && env[0] == '0' && env[1] == '\0') r.on = false;
@@ -1864,6 +1860,8 @@ wg_knobs wg_config()
         if (env != nullptr && strcmp(env, "64") == 0) r.n = 64;
         env = getenv("QG_CUDA_KQ_WG_ROWS");
         if (env != nullptr && (strcmp(env, "64") == 0 || strcmp(env, "128") == 0)) r.rows = atoi(env);
+        env = getenv("QG_CUDA_KQ_WG_MIN");
+        if (env != nullptr && atoi(env) >= 1 && atoi(env) <= 17) r.min_batch = atoi(env);
         env = getenv("QG_CUDA_KQ_WG_PS");
         if (env != nullptr && (strcmp(env, "1") == 0 || strcmp(env, "4") == 0)) r.ps = atoi(env);
         return r;
@@ -1945,7 +1943,7 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
     else {
         const wg_knobs k = wg_config();
         static const int optin = smem_optin();
-        if (!k.on || batch <= 16 || ((uintptr_t)x & 15u) != 0) return -1;
+        if (!k.on || batch < k.min_batch || ((uintptr_t)x & 15u) != 0) return -1;
         const int n = batch <= 32 || k.n != 64 ? 32 : 64, groups = (batch + n - 1) / n;
         const size_t sms = (size_t)ring_config().sms;
         const int wg = k.rows != 0 ? k.rows / 64 : 2;

@@ -21,10 +21,11 @@ if(QG_HAVE_CUDA)
   # column group of 64 (the default: two of 32). The default at these small shapes runs CTAs of two
   # warpgroups and one phase each (the phase sums joined by a second kernel); wg.ps4 pins CTAs of two
   # warpgroups walking all four phases, wg.rows64 CTAs of one warpgroup walking all four (with one
-  # column group of 64), wg.rows64ps1 CTAs of one warpgroup and one phase.
+  # column group of 64), wg.rows64ps1 CTAs of one warpgroup and one phase; wg.min1 runs it at every
+  # batch from 1 (QG_CUDA_KQ_WG_MIN=1).
   foreach(v "off;QG_CUDA_KQ_WG=0" "n64;QG_CUDA_KQ_WG_N=64" "ps4;QG_CUDA_KQ_WG_PS=4"
             "rows64;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=4;QG_CUDA_KQ_WG_N=64"
-            "rows64ps1;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=1")
+            "rows64ps1;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=1" "min1;QG_CUDA_KQ_WG_MIN=1")
     list(GET v 0 name)
     list(SUBLIST v 1 -1 envs)
     qg_add_test(NAME gpu.kq_gemm.cuda.wg.${name} LABELS gpu COMMAND test_kq_gemm cuda)
