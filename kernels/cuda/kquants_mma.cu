@@ -1817,8 +1817,8 @@ int launch_ring(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_
  * of two of 32 (H200, same run: 2-24% slower for Q4_K and Q5_K on 28672x8192, 8192x28672 and 8192x8192;
  * Q8_K 13% slower on 28672x8192, 4-5% faster on the others); QG_CUDA_KQ_WG_ROWS=64 or 128 pins the rows a CTA (one or two
  * warpgroups), QG_CUDA_KQ_WG_PS=1 or 4 the phases a CTA (launch_wg), QG_CUDA_KQ_WG_MIN=1..17 the
- * smallest batch it takes (default 17; below, one column group of 32, zero-padded). Tuning knobs: every
- * value gives the same bits. */
+ * smallest batch it takes (first_batch; below 17, one column group of 32, zero-padded). Tuning knobs:
+ * every value gives the same bits. */
 struct wg_knobs {
     bool on;
     int n, rows, ps, min_batch;
@@ -1852,7 +1852,7 @@ bool wg_built()
 wg_knobs wg_config()
 {
     static const wg_knobs k = [] {
-        wg_knobs r = {false, 0, 0, 0, 17};
+        wg_knobs r = {false, 0, 0, 0, 0};
         r.on = ring_config().sm90 && wg_built();
         const char *env = getenv("QG_CUDA_KQ_WG");
         if (env != nullptr && env[0] == '0' && env[1] == '\0') r.on = false;
@@ -1867,6 +1867,17 @@ wg_knobs wg_config()
         return r;
     }();
     return k;
+}
+
+/* The smallest batch the warpgroup kernel takes: 17, or 9 on fewer than 16384 rows with K >= 12288 unless
+ * QG_CUDA_KQ_RING_MIN/_PH pin the ring kernel there (H200, same run, batch 12 and 16: on 8192x28672 5-7%
+ * (Q4_K), 1-3% (Q5_K) and 5-7% (Q8_K) less time than the ring kernel, on 4096x14336 14-16%, 14-16% and
+ * 28-30% less than the staged kernel; on 8192x8192 and 28672x8192 3-16% more, and at batch 8 more on
+ * every shape). QG_CUDA_KQ_WG_MIN pins it. */
+int first_batch(const wg_knobs &k, size_t rows, size_t nb)
+{
+    if (k.min_batch != 0) return k.min_batch;
+    return !ring_config().pinned && rows < 16384 && nb >= 48 ? 9 : 17;
 }
 
 /* Stream-ordered device memory from a pool of the library's own on the current device, whose release
@@ -1943,7 +1954,7 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
     else {
         const wg_knobs k = wg_config();
         static const int optin = smem_optin();
-        if (!k.on || batch < k.min_batch || ((uintptr_t)x & 15u) != 0) return -1;
+        if (!k.on || batch < first_batch(k, rows, nb) || ((uintptr_t)x & 15u) != 0) return -1;
         const int n = batch <= 32 || k.n != 64 ? 32 : 64, groups = (batch + n - 1) / n;
         const size_t sms = (size_t)ring_config().sms;
         const int wg = k.rows != 0 ? k.rows / 64 : 2;
