@@ -33,7 +33,8 @@
  * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory. On sm_90,
  * batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 runs k_kq_gemm_ring instead where its grid fills the
  * GPU (a CTA's warps share each super-block's operands through a shared-memory ring; below). In sm_90a
- * builds on sm_90, Q4_K, Q5_K and Q8_K at batch 17..64 run k_kq_gemm_wg (warpgroup MMA; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
+ * builds on sm_90, Q4_K, Q5_K and Q8_K at batch 17..64 (and 9..16 on some shapes: first_batch) run
+ * k_kq_gemm_wg (warpgroup MMA; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
  * QG_CUDA_KQ_MMA_COLGROUPS (0: k_kq_gemm at 17..32) are tuning knobs; every value gives the same bits.
  *
  * Batch invariance by construction: a column's mma result depends only on that column of B and of C, the
@@ -1389,7 +1390,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
 #endif
 }
 
-/* ---- Batch 17..64 on sm_90a: warpgroup MMA (k_kq_gemm_wg; Q4_K, Q5_K, Q8_K) ----
+/* ---- Batch 17..64 (9..64 on some shapes) on sm_90a: warpgroup MMA (k_kq_gemm_wg; Q4_K, Q5_K, Q8_K) ----
  * The operations of superblock_staged per output, in the same order, with the code chain S on
  * wgmma.m64nNk16 (A, the codes or scaled codes, decoded into registers exactly as the mma.sync fragments
  * of each warp's 16 rows; B, the activations, read by the tensor cores from shared memory). A wgmma k16
