@@ -128,7 +128,6 @@ __device__ __forceinline__ void mma16816_bf16(float (&d)[4], uint32_t a0, uint32
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-
 /* Warpgroup MMA (sm_90a builds only: QG_CUDA_WGMMA): the fence before a wgmma reads registers written by
  * other instructions, the commit of the wgmmas issued so far as one group, the waits for all groups or all
  * but the 1 or 2 most recent. */
@@ -148,9 +147,9 @@ __device__ __forceinline__ void qg_wg_wait2() { asm volatile("wgmma.wait_group.s
 __device__ __forceinline__ void qg_wg_pin(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 
 #define QG_WG_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-/* D = A B + D (sd = 1) or D = A B (sd = 0, a group's first block: the value mma16816_c0 gives, the block
- * added to +0; the tests compare these blocks' results with mma.sync kernels' bit for bit), one k16 block of
- * 64 rows of A (registers) x BN columns of B (shared memory, descriptor desc) */
+/* D = A B + D (sd = 1) or D = A B (sd = 0: a chain's first block, the block added to +0, as an mma.sync
+ * block from C = +0; the INT4 and K-quant tests compare the results with the mma.sync kernels' bit for
+ * bit), one k16 block of 64 rows of A (registers) x BN columns of B (shared memory, descriptor desc) */
 template <int BN> __device__ __forceinline__ void qg_wgmma_f16(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc, int sd);
 template <> __device__ __forceinline__ void qg_wgmma_f16<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int sd)
 {
