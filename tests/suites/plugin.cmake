@@ -78,8 +78,9 @@ qg_add_test(NAME plugin.isolation.continues LABELS "unit;plugin" COMMAND ${qg_ve
 # --full: the large shapes of every K-quant kind against the reference (label full: minutes).
 qg_add_test(NAME plugin.full LABELS "full;plugin" COMMAND ${qg_verify} 0 "full 14336x4096 b4 .*PASS" ${qg_qgold} --plugin
             ${QG_PLUGIN_DIR}/modes_good.so --format q4_k --full TIMEOUT 1800)
-# --bench: the plugin's rows beside qgold's own, same run (a smoke test of the timing path, no figures).
-qg_add_test(NAME plugin.bench LABELS "bench;plugin" COMMAND ${qg_verify} 0 "q4_k +dot_q8k +plugin .* qg_kq_dot_q8k_"
+# --bench: the plugin's rows beside qgold's own, same run (a smoke test of the timing path, no figures;
+# label full: minutes under qemu, and the x86-64 run already covers the timing path).
+qg_add_test(NAME plugin.bench LABELS "bench;plugin;full" COMMAND ${qg_verify} 0 "q4_k +dot_q8k +plugin .* qg_kq_dot_q8k_"
             ${qg_qgold} --plugin ${QG_PLUGIN_DIR}/modes_good.so --format q4_k --path dot_q8k --bench TIMEOUT 900)
 qg_add_test(NAME plugin.open_failed LABELS "unit;plugin" COMMAND ${qg_verify} 1 "plugin_open_failed: .*no_such_plugin.so"
             ${qg_qgold} --plugin ${CMAKE_CURRENT_BINARY_DIR}/no_such_plugin.so)
