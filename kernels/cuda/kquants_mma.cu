@@ -33,8 +33,8 @@
  * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory. On sm_90,
  * batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 runs k_kq_gemm_ring instead where its grid fills the
  * GPU (a CTA's warps share each super-block's operands through a shared-memory ring; below). In sm_90a
- * builds on sm_90, Q4_K, Q5_K and Q8_K at batch 17..64 (and 9..16 on some shapes: first_batch) run
- * k_kq_gemm_wg (warpgroup MMA; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
+ * builds on sm_90, every type at batch 17..64 (Q4_K, Q5_K and Q8_K also 9..16 on some shapes:
+ * first_batch) runs k_kq_gemm_wg (warpgroup MMA; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
  * QG_CUDA_KQ_MMA_COLGROUPS (0: k_kq_gemm at 17..32) are tuning knobs; every value gives the same bits.
  *
  * Batch invariance by construction: a column's mma result depends only on that column of B and of C, the
@@ -330,6 +330,15 @@ __device__ __forceinline__ void q6_update(float (&part)[4], const float (&s0)[4]
         part[i] = __fmaf_rn(i < 2 ? a0a : a0b, s0[i], part[i]);
         part[i] = __fmaf_rn(i < 2 ? a1a : a1b, s1[i], part[i]);
     }
+}
+
+/* Q6_K step j of rows a and b (their 17 words): the fragments of groups 2j and 2j+1 and their scales times
+ * D (sc: a_2j and a_2j+1 of row a, then of row b), as superblock_staged takes them. */
+__device__ __forceinline__ void q6_step(const uint32_t (&va)[17], const uint32_t (&vb)[17], int j, uint32_t (&A)[2][4], float (&sc)[4])
+{
+    const int h = j >> 2, quarter = j & 3, p = 4 * h + 2 * (quarter & 1), q = 8 + 2 * h;
+    q6_frags(va[p], va[p + 1], vb[p], vb[p + 1], va[q], va[q + 1], vb[q], vb[q + 1], quarter, A);
+    q6_scales(&va[12], &vb[12], j, h2f((uint16_t)va[16]), h2f((uint16_t)vb[16]), sc[0], sc[1], sc[2], sc[3]);
 }
 
 /* The exact float32 decode of element e of a block, as the reference (for the special-value path). */
@@ -1390,9 +1399,9 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
 #endif
 }
 
-/* ---- Batch 17..64 (9..64 on some shapes) on sm_90a: warpgroup MMA (k_kq_gemm_wg; Q4_K, Q5_K, Q8_K) ----
- * The operations of superblock_staged per output, in the same order, with the code chain S on
- * wgmma.m64nNk16 (A, the codes or scaled codes, decoded into registers exactly as the mma.sync fragments
+/* ---- Batch 17..64 (9..64 on some shapes) on sm_90a: warpgroup MMA (k_kq_gemm_wg) ----
+ * The operations of superblock_staged per output, in the same order, with the code chain S (Q6_K: each
+ * group's block, from nothing) on wgmma.m64nNk16 (A, the codes or scaled codes, decoded into registers exactly as the mma.sync fragments
  * of each warp's 16 rows; B, the activations, read by the tensor cores from shared memory). A wgmma k16
  * block rounds as an mma.sync block (gpu.tc_probe.cuda requires its bits on every crafted block; the
  * chain starts from nothing, scale-d 0, the mma.sync chain's C = +0), so every output keeps its bits, and
@@ -1411,8 +1420,9 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
  * ring does (phase p: p, p + 4, ... in order; each phase's sum from +0, then ((p0 + p1) + p2) + p3), its
  * rows' blocks and the super-block's image piece copied by cp.async ST - 1 super-blocks ahead. The
  * columns' inf/NaN flags are read off the code sums, as superblock_staged reads them. */
-template <int T> __host__ __device__ constexpr bool wg_type() { return T == QG_Q4_K || T == QG_Q5_K || T == QG_Q8_K; }
-template <int T, int N> __host__ __device__ constexpr int wg_xbytes() { return N * QK * 2 + (T == QG_Q8_K ? 0 : N / 8 * 3 * 128); }
+/* the image carries the sub-block sums' bf16 parts: Q4_K and Q5_K (their min terms) */
+template <int T> __host__ __device__ constexpr bool wg_xparts() { return T == QG_Q4_K || T == QG_Q5_K; }
+template <int T, int N> __host__ __device__ constexpr int wg_xbytes() { return N * QK * 2 + (wg_xparts<T>() ? N / 8 * 3 * 128 : 0); }
 template <int T, int N, int WG> __host__ __device__ constexpr int wg_stage_bytes() { return 64 * WG * ring_slot<T>() + wg_xbytes<T, N>(); }
 /* CTAs an SM: N = 32 two (WG = 2) or three, N = 64 one or two; the registers a thread may take follow */
 template <int N, int WG> __host__ __device__ constexpr int wg_ctas() { return N == 32 ? (WG == 2 ? 2 : 3) : (WG == 2 ? 1 : 2); }
@@ -1445,9 +1455,9 @@ __global__ void __launch_bounds__(4 * N) k_kq_wg_image(const __half *__restrict_
 #else
         img[128 * j] = b0.x, img[128 * j + 32] = b0.y, img[128 * j + 64] = b1.x, img[128 * j + 96] = b1.y;
 #endif
-        if constexpr (T != QG_Q8_K) xsum_step(X, b0, b1, j, g);
+        if constexpr (wg_xparts<T>()) xsum_step(X, b0, b1, j, g);
     }
-    if constexpr (T != QG_Q8_K) {
+    if constexpr (wg_xparts<T>()) {
         uint32_t P[3];
         bf16_split3(__fadd_rn(X[0], X[2]), __fadd_rn(X[1], X[3]), P);
         uint32_t *const pp = reinterpret_cast<uint32_t *>(piece + N * QK * 2) + 96 * n + lane;
@@ -1506,11 +1516,11 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const
     /* descriptor of k16 block 0 of slot 0: start >> 4, LBO (core matrix 1) 128 >> 4, SBO (next 8 columns)
      * 4096 >> 4, no swizzle; slot s and block c add (s STB + 256 c) >> 4 (shared addresses below 2^18) */
     const uint64_t desc0 = (uint64_t)(((ring + (uint32_t)WB) & 0x3FFFFu) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(4096 >> 4) << 32);
-    float S[MT][4], acc[MT][4], tot[MT][4];
+    float S[MT][4], S6[MT][4], acc[MT][4], tot[MT][4]; /* S6: Q6_K only */
 #pragma unroll
     for (int n = 0; n < MT; n++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) S[n][j] = tot[n][j] = 0.0f;
+        for (int j = 0; j < 4; j++) S[n][j] = S6[n][j] = tot[n][j] = 0.0f;
     int cslot = 0, i = 0;
     for (int p = pb; p < pe; p++) {
 #pragma unroll
@@ -1533,58 +1543,100 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const
             load_words_shared<T>(st + wr * SLOT + oa, t, va);
             load_words_shared<T>(st + (wr + 8) * SLOT + ob, t, vb);
             q45_sm sma, smb;
-            if constexpr (T != QG_Q8_K) sma = q45_unpack(va[1], va[2], va[3]), smb = q45_unpack(vb[1], vb[2], vb[3]);
-            /* S: the chain of 16 k16 blocks, one commit group a sub-block; waiting for all but the latest
-             * frees the previous sub-block's A registers */
+            if constexpr (wg_xparts<T>()) sma = q45_unpack(va[1], va[2], va[3]), smb = q45_unpack(vb[1], vb[2], vb[3]);
+            /* Q6_K: each group of 16 weights (one int8 scale) is one k16 block whose product starts from
+             * nothing, as superblock_staged's mma16816 from zero: step j's groups 2j (into S) and 2j + 1
+             * (into S6) are folded into P6 in its order, fma(a_2j, S, P6) then fma(a_2j+1, S6, P6),
+             * while step j + 1's fragments decode into the other A buffer */
+            float P6[MT][4];
+            if constexpr (T == QG_Q6_K) {
+                uint32_t A[2][2][4];
+                float sc[2][4];
+                q6_step(va, vb, 0, A[0], sc[0]);
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                uint32_t A[2][4];
-                if constexpr (T != QG_Q8_K) {
-                    const int c = j >> 1;
-                    uint32_t sa2, sb2;
-                    q45_scales(sma, smb, j, sa2, sb2);
-                    q45_frags<T>(va[4 + 2 * c], va[5 + 2 * c], vb[4 + 2 * c], vb[5 + 2 * c], va[W - 2], va[W - 1], vb[W - 2], vb[W - 1], j, sa2,
-                                 sb2, A);
-                } else {
+                for (int n = 0; n < MT; n++)
 #pragma unroll
-                    for (int hh = 0; hh < 2; hh++)
-                        make_a(va[1 + 2 * j + hh] ^ 0x80808080u, vb[1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh]); /* (q + 128) - 128 */
+                    for (int e = 0; e < 4; e++) P6[n][e] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+#pragma unroll
+                    for (int n = 0; n < MT; n++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
+                    qg_wg_fence();
+#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
+                    const int sd = 1; /* a GPU-machine mutant: each group's product continues from the previous one's */
+#else
+                    const int sd = 0;
+#endif
+                    qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[j & 1][0], dsc + (uint64_t)((512 * j) >> 4), sd);
+                    qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S6), A[j & 1][1], dsc + (uint64_t)((512 * j + 256) >> 4), sd);
+                    qg_wg_commit();
+                    if (j < 7) q6_step(va, vb, j + 1, A[(j + 1) & 1], sc[(j + 1) & 1]);
+                    qg_wg_wait0();
+#pragma unroll
+                    for (int n = 0; n < MT; n++) {
+#pragma unroll
+                        for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
+                        q6_update(P6[n], S[n], S6[n], sc[j & 1][0], sc[j & 1][2], sc[j & 1][1], sc[j & 1][3]);
+                    }
                 }
+            } else {
+                /* S: the chain of 16 k16 blocks, one commit group a sub-block; waiting for all but the latest
+                 * frees the previous sub-block's A registers */
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    uint32_t A[2][4];
+                    if constexpr (wg_xparts<T>()) {
+                        const int c = j >> 1;
+                        uint32_t sa2, sb2;
+                        q45_scales(sma, smb, j, sa2, sb2);
+                        q45_frags<T>(va[4 + 2 * c], va[5 + 2 * c], vb[4 + 2 * c], vb[5 + 2 * c], va[W - 2], va[W - 1], vb[W - 2], vb[W - 1], j, sa2,
+                                     sb2, A);
+                    } else if constexpr (T == QG_Q8_K) {
+#pragma unroll
+                        for (int hh = 0; hh < 2; hh++)
+                            make_a(va[1 + 2 * j + hh] ^ 0x80808080u, vb[1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh]); /* (q + 128) - 128 */
+                    }
+#pragma unroll
+                    for (int n = 0; n < MT; n++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
+                    qg_wg_fence();
+#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
+                    const int sd = 1; /* a GPU-machine mutant: the chain continues from the previous super-block's S */
+#else
+                    const int sd = j == 0 ? 0 : 1;
+#endif
+                    qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[0], dsc + (uint64_t)((512 * j) >> 4), sd);
+                    qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[1], dsc + (uint64_t)((512 * j + 256) >> 4), 1);
+                    qg_wg_commit();
+                    if (j < 7) qg_wg_wait1();
+                }
+                qg_wg_wait0();
 #pragma unroll
                 for (int n = 0; n < MT; n++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
-                qg_wg_fence();
-#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
-                const int sd = 1; /* a GPU-machine mutant: the chain continues from the previous super-block's S */
-#else
-                const int sd = j == 0 ? 0 : 1;
-#endif
-                qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[0], dsc + (uint64_t)((512 * j) >> 4), sd);
-                qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[1], dsc + (uint64_t)((512 * j + 256) >> 4), 1);
-                qg_wg_commit();
-                if (j < 7) qg_wg_wait1();
             }
-            qg_wg_wait0();
-#pragma unroll
-            for (int n = 0; n < MT; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
             const bool spa = special_scales<T>(va), spb = special_scales<T>(vb);
             /* the special-value path, per output below, only where a lane of the warp needs it */
             bool sp = spa || spb;
 #pragma unroll
             for (int n = 0; n < MT; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) sp = sp || !isfinite(S[n][e]);
+                for (int e = 0; e < 4; e++) sp = sp || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e]);
             const bool warp_sp = __any_sync(0xFFFFFFFFu, sp);
             uint32_t ma = 0u, mb = 0u;
-            if constexpr (T != QG_Q8_K) ma = q45_min_pair(sma, t), mb = q45_min_pair(smb, t);
+            if constexpr (wg_xparts<T>()) ma = q45_min_pair(sma, t), mb = q45_min_pair(smb, t);
             const uint32_t *const pw = reinterpret_cast<const uint32_t *>(st + WB + N * QK * 2) + lane;
 #pragma unroll
             for (int n = 0; n < MT; n++) {
                 float part[4];
-                if constexpr (T != QG_Q8_K) {
+                if constexpr (T == QG_Q6_K) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) part[e] = P6[n][e];
+                } else if constexpr (wg_xparts<T>()) {
                     const uint32_t P[3] = {pw[96 * n], pw[96 * n + 32], pw[96 * n + 64]};
                     float S2[4];
                     q45_min_mma(S2, ma, mb, P);
@@ -1599,7 +1651,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int col = col0 + 8 * n + 2 * t + (e & 1);
-                        if (((e < 2 ? spa : spb) || !isfinite(S[n][e])) && col < batch)
+                        if (((e < 2 ? spa : spb) || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e])) && col < batch)
                             part[e] = special_part_staged<T>((e < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
                     }
                 }
@@ -1813,10 +1865,11 @@ int launch_ring(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_
 }
 
 /* The warpgroup kernel at batch 17..64 (k_kq_gemm_wg): an sm_90 device running this library's sm_90a
- * code (an sm_90a build), Q4_K, Q5_K and Q8_K, unless QG_CUDA_KQ_WG=0 (the staged or k_kq_gemm kernels
+ * code (an sm_90a build), every type, unless QG_CUDA_KQ_WG=0 (the staged or k_kq_gemm kernels
  * there, as before it existed). QG_CUDA_KQ_WG_N=64 takes batch 33..64 as one column group of 64 instead
  * of two of 32 (H200, same run: 2-24% slower for Q4_K and Q5_K on 28672x8192, 8192x28672 and 8192x8192;
- * Q8_K 13% slower on 28672x8192, 4-5% faster on the others); QG_CUDA_KQ_WG_ROWS=64 or 128 pins the rows a CTA (one or two
+ * Q8_K 13% slower on 28672x8192, 4-5% faster on the others; Q6_K takes groups of 32 always);
+ * QG_CUDA_KQ_WG_ROWS=64 or 128 pins the rows a CTA (one or two
  * warpgroups), QG_CUDA_KQ_WG_PS=1 or 4 the phases a CTA (launch_wg), QG_CUDA_KQ_WG_MIN=1..17 the
  * smallest batch it takes (first_batch; below 17, one column group of 32, zero-padded). Tuning knobs:
  * every value gives the same bits. */
@@ -1875,10 +1928,10 @@ wg_knobs wg_config()
  * (Q4_K), 1-3% (Q5_K) and 5-7% (Q8_K) less time than the ring kernel, on 4096x14336 14-16%, 14-16% and
  * 28-30% less than the staged kernel; on 8192x8192 and 28672x8192 3-16% more, and at batch 8 more on
  * every shape). QG_CUDA_KQ_WG_MIN pins it. */
-int first_batch(const wg_knobs &k, size_t rows, size_t nb)
+int first_batch(const wg_knobs &k, qg_ktype t, size_t rows, size_t nb)
 {
     if (k.min_batch != 0) return k.min_batch;
-    return !ring_config().pinned && rows < 16384 && nb >= 48 ? 9 : 17;
+    return t != QG_Q6_K && !ring_config().pinned && rows < 16384 && nb >= 48 ? 9 : 17;
 }
 
 /* Stream-ordered device memory from a pool of the library's own on the current device, whose release
@@ -1951,21 +2004,23 @@ int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
 template <int T>
 int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16, cudaStream_t s)
 {
-    if constexpr (!wg_type<T>()) return -1;
-    else {
+    {
+        constexpr int N64 = T == QG_Q6_K ? 32 : 64; /* no group of 64 is built for Q6_K */
         const wg_knobs k = wg_config();
         static const int optin = smem_optin();
-        if (!k.on || batch < first_batch(k, rows, nb) || ((uintptr_t)x & 15u) != 0) return -1;
-        const int n = batch <= 32 || k.n != 64 ? 32 : 64, groups = (batch + n - 1) / n;
+        if (!k.on || batch < first_batch(k, (qg_ktype)T, rows, nb) || ((uintptr_t)x & 15u) != 0) return -1;
+        /* Q6_K: groups of 32 only (its two product sets a step take twice the registers) */
+        const int n = batch <= 32 || k.n != 64 || T == QG_Q6_K ? 32 : 64, groups = (batch + n - 1) / n;
         const size_t sms = (size_t)ring_config().sms;
-        const int wg = k.rows != 0 ? k.rows / 64 : 2;
+        /* Q6_K: CTAs of one warpgroup, three an SM (168 registers; two warpgroups at two an SM spill) */
+        const int wg = k.rows != 0 ? k.rows / 64 : T == QG_Q6_K ? 1 : 2;
         const size_t ctas4 = (size_t)groups * ((rows + 64 * wg - 1) / (64 * wg)); /* CTAs walking all four phases */
         const size_t slots = sms * (size_t)(wg == 2 ? wg_ctas<32, 2>() : wg_ctas<32, 1>());
         const int ps = k.ps != 0 ? k.ps : 4 * ctas4 >= 3 * slots && ctas4 <= slots ? 4 : 1;
         /* the copies keep a CTA's byte offsets in 32 bits; the grid's y dimension holds the row blocks */
         if (128 * nb * (size_t)ring_bb<T>() >= ((size_t)1 << 32) || (rows + 63) / 64 > 65535) return -1;
-        if (wg_stages<T, 64, 2>() * wg_stage_bytes<T, 64, 2>() > optin) return -1;
-        const size_t ibytes = (size_t)groups * nb * (size_t)(n == 32 ? wg_xbytes<T, 32>() : wg_xbytes<T, 64>());
+        if (wg_stages<T, N64, 2>() * wg_stage_bytes<T, N64, 2>() > optin) return -1;
+        const size_t ibytes = (size_t)groups * nb * (size_t)(n == 32 ? wg_xbytes<T, 32>() : wg_xbytes<T, N64>());
         const size_t pbytes = ps == 1 ? 4 * rows * (size_t)batch * sizeof(float) : 0;
         void *ws = nullptr;
         if (kq_ws_alloc(&ws, ibytes + pbytes, s) != cudaSuccess) {
@@ -1976,13 +2031,13 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
         float *part = ps == 1 ? (float *)((uint8_t *)ws + ibytes) : nullptr; /* ibytes: a multiple of 16 */
         int rc;
         if (ps == 1 && wg == 2) rc = n == 32 ? launch_wg_kernel<T, 32, 2, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
-                                             : launch_wg_kernel<T, 64, 2, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
+                                             : launch_wg_kernel<T, N64, 2, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
         else if (ps == 1) rc = n == 32 ? launch_wg_kernel<T, 32, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
-                                       : launch_wg_kernel<T, 64, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
+                                       : launch_wg_kernel<T, N64, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
         else if (n == 32) rc = wg == 2 ? launch_wg_kernel<T, 32, 2, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
                                        : launch_wg_kernel<T, 32, 1, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
-        else rc = wg == 2 ? launch_wg_kernel<T, 64, 2, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
-                          : launch_wg_kernel<T, 64, 1, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
+        else rc = wg == 2 ? launch_wg_kernel<T, N64, 2, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
+                          : launch_wg_kernel<T, N64, 1, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
         const cudaError_t e = cudaFreeAsync(ws, s);
         if (rc == QG_ERR_ok && e != cudaSuccess) rc = qg_cuda_fail("cudaFreeAsync (k_kq_gemm_wg workspace)", e);
         return rc;
