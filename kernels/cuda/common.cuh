@@ -177,6 +177,14 @@ template <> __device__ __forceinline__ void qg_wgmma_f16<32>(float (&d)[16], con
                  : QG_WG_F8(0), QG_WG_F8(8)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
 }
+template <> __device__ __forceinline__ void qg_wgmma_f16<16>(float (&d)[8], const uint32_t (&a)[4], uint64_t desc, int sd)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7},"
+                 " {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+                 : QG_WG_F8(0)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(sd));
+}
 #undef QG_WG_F8
 #endif
 

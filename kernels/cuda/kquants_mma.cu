@@ -33,7 +33,7 @@
  * k_kq_gemm, a warp on one row tile, weights and activations read straight from global memory. On sm_90,
  * batch 8 (Q4_K), 4 (Q5_K, Q6_K) or 1 (Q8_K) to 16 runs k_kq_gemm_ring instead where its grid fills the
  * GPU (a CTA's warps share each super-block's operands through a shared-memory ring; below). In sm_90a
- * builds on sm_90, every type at batch 17..64 (Q4_K, Q5_K and Q8_K also 9..16 on some shapes:
+ * builds on sm_90, every type at batch 17..64 (and 9..16 on some shapes, as one group of 16 columns:
  * first_batch) runs k_kq_gemm_wg (warpgroup MMA; below). QG_CUDA_KQ_MMA_TILES (0: k_kq_gemm everywhere, 1 or 2 row tiles a warp at batch 1..16) and
  * QG_CUDA_KQ_MMA_COLGROUPS (0: k_kq_gemm at 17..32) are tuning knobs; every value gives the same bits.
  *
@@ -332,6 +332,7 @@ __device__ __forceinline__ void q6_update(float (&part)[4], const float (&s0)[4]
     }
 }
 
+#if QG_CUDA_WGMMA /* k_kq_gemm_wg's */
 /* Q6_K step j of rows a and b (their 17 words): the fragments of groups 2j and 2j+1 and their scales times
  * D (sc: a_2j and a_2j+1 of row a, then of row b), as superblock_staged takes them. */
 __device__ __forceinline__ void q6_step(const uint32_t (&va)[17], const uint32_t (&vb)[17], int j, uint32_t (&A)[2][4], float (&sc)[4])
@@ -340,6 +341,7 @@ __device__ __forceinline__ void q6_step(const uint32_t (&va)[17], const uint32_t
     q6_frags(va[p], va[p + 1], vb[p], vb[p + 1], va[q], va[q + 1], vb[q], vb[q + 1], quarter, A);
     q6_scales(&va[12], &vb[12], j, h2f((uint16_t)va[16]), h2f((uint16_t)vb[16]), sc[0], sc[1], sc[2], sc[3]);
 }
+#endif
 
 /* The exact float32 decode of element e of a block, as the reference (for the special-value path). */
 template <int T>
@@ -1424,12 +1426,16 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
 template <int T> __host__ __device__ constexpr bool wg_xparts() { return T == QG_Q4_K || T == QG_Q5_K; }
 template <int T, int N> __host__ __device__ constexpr int wg_xbytes() { return N * QK * 2 + (wg_xparts<T>() ? N / 8 * 3 * 128 : 0); }
 template <int T, int N, int WG> __host__ __device__ constexpr int wg_stage_bytes() { return 64 * WG * ring_slot<T>() + wg_xbytes<T, N>(); }
-/* CTAs an SM: N = 32 two (WG = 2) or three, N = 64 one or two; the registers a thread may take follow */
-template <int N, int WG> __host__ __device__ constexpr int wg_ctas() { return N == 32 ? (WG == 2 ? 2 : 3) : (WG == 2 ? 1 : 2); }
+/* CTAs an SM: N = 16 two (WG = 2) or four (Q6_K three), N = 32 two or three, N = 64 one or two; the
+ * registers a thread may take follow */
+template <int T, int N, int WG> __host__ __device__ constexpr int wg_ctas()
+{
+    return N == 16 ? (WG == 2 ? 2 : T == QG_Q6_K ? 3 : 4) : N == 32 ? (WG == 2 ? 2 : 3) : (WG == 2 ? 1 : 2);
+}
 /* stages: as many as the CTA's share of 227 KB holds, 2 to 4 */
 template <int T, int N, int WG> __host__ __device__ constexpr int wg_stages()
 {
-    return (232448 / wg_ctas<N, WG>() - 1024) / wg_stage_bytes<T, N, WG>() > 4 ? 4 : (232448 / wg_ctas<N, WG>() - 1024) / wg_stage_bytes<T, N, WG>();
+    return (232448 / wg_ctas<T, N, WG>() - 1024) / wg_stage_bytes<T, N, WG>() > 4 ? 4 : (232448 / wg_ctas<T, N, WG>() - 1024) / wg_stage_bytes<T, N, WG>();
 }
 
 /* One warp a column tile n of column group blockIdx.y and super-block blockIdx.x: its image words (lane
@@ -1470,7 +1476,7 @@ __device__ int g_kq_wgmma_built = QG_CUDA_WGMMA;
 /* PS = 4: a CTA walks all four phases and stores y. PS = 1: CTA z of the grid walks phase z only and
  * stores its sum in part[z][column][row]; k_kq_wg_join then adds them in the same order. */
 template <int T, int N, int WG, int PS>
-__global__ void __launch_bounds__(128 * WG, wg_ctas<N, WG>()) k_kq_gemm_wg(const uint8_t *__restrict__ w, size_t rows, size_t nb,
+__global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(const uint8_t *__restrict__ w, size_t rows, size_t nb,
                                                                          const __half *__restrict__ x, size_t cols, int batch,
                                                                          const uint8_t *__restrict__ xi, float *y32, uint16_t *y16,
                                                                          float *part)
@@ -1871,7 +1877,7 @@ int launch_ring(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_
  * Q8_K 13% slower on 28672x8192, 4-5% faster on the others; Q6_K takes groups of 32 always);
  * QG_CUDA_KQ_WG_ROWS=64 or 128 pins the rows a CTA (one or two
  * warpgroups), QG_CUDA_KQ_WG_PS=1 or 4 the phases a CTA (launch_wg), QG_CUDA_KQ_WG_MIN=1..17 the
- * smallest batch it takes (first_batch; below 17, one column group of 32, zero-padded). Tuning knobs:
+ * smallest batch it takes (first_batch; below 17, one column group of 16, zero-padded below 16). Tuning knobs:
  * every value gives the same bits. */
 struct wg_knobs {
     bool on;
@@ -1923,15 +1929,19 @@ wg_knobs wg_config()
     return k;
 }
 
-/* The smallest batch the warpgroup kernel takes: 17, or 9 on fewer than 16384 rows with K >= 12288 unless
- * QG_CUDA_KQ_RING_MIN/_PH pin the ring kernel there (H200, same run, batch 12 and 16: on 8192x28672 5-7%
- * (Q4_K), 1-3% (Q5_K) and 5-7% (Q8_K) less time than the ring kernel, on 4096x14336 14-16%, 14-16% and
- * 28-30% less than the staged kernel; on 8192x8192 and 28672x8192 3-16% more, and at batch 8 more on
- * every shape). QG_CUDA_KQ_WG_MIN pins it. */
+/* The smallest batch the warpgroup kernel takes: 9 (one group of 16 columns) on at least 16384 rows or
+ * with K >= 12288 (Q6_K: on at least 16384 rows, or on at most 4096 rows with K >= 12288), else 17; 17
+ * wherever QG_CUDA_KQ_RING_MIN/_PH pin the ring kernel. H200, same run, batch 12 and 16 against the
+ * previous choice (the ring or staged kernel, or this one with a zero-padded group of 32): 28672x8192 10% less time (Q4_K, Q5_K), 14% (Q6_K), within 1% (Q8_K); 8192x28672
+ * 11-12% less (Q4_K, Q5_K), 3% (Q8_K), 6% more (Q6_K, whose 64-row CTAs make 1.3 waves there); 4096x14336
+ * and 2048x14336 2-16% less; 8192x8192 2-17% more and 14336x4096 between 5% less (Q8_K) and 2% more; at
+ * batch 8 more on most shapes. QG_CUDA_KQ_WG_MIN pins it. */
 int first_batch(const wg_knobs &k, qg_ktype t, size_t rows, size_t nb)
 {
     if (k.min_batch != 0) return k.min_batch;
-    return t != QG_Q6_K && !ring_config().pinned && rows < 16384 && nb >= 48 ? 9 : 17;
+    if (ring_config().pinned) return 17;
+    const bool long_k = nb >= 48;
+    return rows >= 16384 || (t == QG_Q6_K ? rows <= 4096 && long_k : long_k) ? 9 : 17;
 }
 
 /* Stream-ordered device memory from a pool of the library's own on the current device, whose release
@@ -1993,7 +2003,8 @@ int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
 }
 
 /* Batch 17..64 on the warpgroup kernel: columns in groups of 32 (or one group of 64 with
- * QG_CUDA_KQ_WG_N=64), CTAs of two warpgroups (128 rows). Where CTAs walking all four phases make one
+ * QG_CUDA_KQ_WG_N=64); batch 9..16 where first_batch allows, one group of 16. CTAs of two warpgroups (128
+ * rows; Q6_K one). Where CTAs walking all four phases make one
  * wave that fills at least 3/4 of the CTA slots (two an SM: 28672 rows at batch <= 32), each does so;
  * else every CTA walks one phase and k_kq_wg_join adds the four phase sums. H200, same run, Q4_K and
  * Q8_K, batch 32 and 64: one phase a CTA took 0.25-0.6x the time of all four on 8192 and 4096 rows and
@@ -2009,18 +2020,21 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
         const wg_knobs k = wg_config();
         static const int optin = smem_optin();
         if (!k.on || batch < first_batch(k, (qg_ktype)T, rows, nb) || ((uintptr_t)x & 15u) != 0) return -1;
-        /* Q6_K: groups of 32 only (its two product sets a step take twice the registers) */
-        const int n = batch <= 32 || k.n != 64 || T == QG_Q6_K ? 32 : 64, groups = (batch + n - 1) / n;
+        /* batch <= 16: one group of 16 columns; Q6_K: groups of 32 above (its two product sets a step take
+         * twice the registers) */
+        const int n = batch <= 16 ? 16 : batch <= 32 || k.n != 64 || T == QG_Q6_K ? 32 : 64, groups = (batch + n - 1) / n;
         const size_t sms = (size_t)ring_config().sms;
-        /* Q6_K: CTAs of one warpgroup, three an SM (168 registers; two warpgroups at two an SM spill) */
-        const int wg = k.rows != 0 ? k.rows / 64 : T == QG_Q6_K ? 1 : 2;
+        /* Q6_K: CTAs of one warpgroup, three an SM (168 registers; two warpgroups at two an SM spill); the
+         * 16-column group runs the type's default only (QG_CUDA_KQ_WG_ROWS applies from batch 17) */
+        constexpr int wg_def = T == QG_Q6_K ? 1 : 2;
+        const int wg = k.rows != 0 && n != 16 ? k.rows / 64 : wg_def;
         const size_t ctas4 = (size_t)groups * ((rows + 64 * wg - 1) / (64 * wg)); /* CTAs walking all four phases */
-        const size_t slots = sms * (size_t)(wg == 2 ? wg_ctas<32, 2>() : wg_ctas<32, 1>());
+        const size_t slots = sms * (size_t)(n == 16 ? wg_ctas<T, 16, wg_def>() : wg == 2 ? wg_ctas<T, 32, 2>() : wg_ctas<T, 32, 1>());
         const int ps = k.ps != 0 ? k.ps : 4 * ctas4 >= 3 * slots && ctas4 <= slots ? 4 : 1;
         /* the copies keep a CTA's byte offsets in 32 bits; the grid's y dimension holds the row blocks */
         if (128 * nb * (size_t)ring_bb<T>() >= ((size_t)1 << 32) || (rows + 63) / 64 > 65535) return -1;
         if (wg_stages<T, N64, 2>() * wg_stage_bytes<T, N64, 2>() > optin) return -1;
-        const size_t ibytes = (size_t)groups * nb * (size_t)(n == 32 ? wg_xbytes<T, 32>() : wg_xbytes<T, N64>());
+        const size_t ibytes = (size_t)groups * nb * (size_t)(n == 16 ? wg_xbytes<T, 16>() : n == 32 ? wg_xbytes<T, 32>() : wg_xbytes<T, N64>());
         const size_t pbytes = ps == 1 ? 4 * rows * (size_t)batch * sizeof(float) : 0;
         void *ws = nullptr;
         if (kq_ws_alloc(&ws, ibytes + pbytes, s) != cudaSuccess) {
@@ -2030,7 +2044,9 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
         const uint8_t *xb = (const uint8_t *)ws;
         float *part = ps == 1 ? (float *)((uint8_t *)ws + ibytes) : nullptr; /* ibytes: a multiple of 16 */
         int rc;
-        if (ps == 1 && wg == 2) rc = n == 32 ? launch_wg_kernel<T, 32, 2, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
+        if (n == 16) rc = ps == 1 ? launch_wg_kernel<T, 16, wg_def, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
+                                  : launch_wg_kernel<T, 16, wg_def, 4>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
+        else if (ps == 1 && wg == 2) rc = n == 32 ? launch_wg_kernel<T, 32, 2, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
                                              : launch_wg_kernel<T, N64, 2, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);
         else if (ps == 1) rc = n == 32 ? launch_wg_kernel<T, 32, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s)
                                        : launch_wg_kernel<T, N64, 1, 1>(w, rows, nb, x, cols, batch, xb, part, y32, y16, s);

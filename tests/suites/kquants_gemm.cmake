@@ -15,17 +15,20 @@ if(QG_HAVE_CUDA)
   endforeach()
   qg_add_test(NAME gpu.kq_gemm.cuda.nogroups LABELS gpu COMMAND test_kq_gemm cuda)
   set_property(TEST gpu.kq_gemm.cuda.nogroups APPEND PROPERTY ENVIRONMENT QG_CUDA_KQ_MMA_COLGROUPS=0 QG_CUDA_KQ_WG=0)
-  # The warpgroup kernel (sm_90a builds on sm_90: Q4_K, Q5_K and Q8_K at batch 17..64 by default, its
+  # The warpgroup kernel (sm_90a builds on sm_90: every type at batch 17..64 by default, 9..16 on large
+  # shapes; its
   # columns compared bit for bit with the same columns computed alone by the other kernels): wg.off leaves
   # batch 17..64 to the staged kernel's column groups and k_kq_gemm; wg.n64 takes batch 33..64 as one
   # column group of 64 (the default: two of 32). The default at these small shapes runs CTAs of two
   # warpgroups and one phase each (the phase sums joined by a second kernel); wg.ps4 pins CTAs of two
   # warpgroups walking all four phases, wg.rows64 CTAs of one warpgroup walking all four (with one
-  # column group of 64), wg.rows64ps1 CTAs of one warpgroup and one phase; wg.min1 runs it at every
-  # batch from 1 (QG_CUDA_KQ_WG_MIN=1).
+  # column group of 64), wg.rows64ps1 CTAs of one warpgroup and one phase (Q6_K's CTAs are always one
+  # warpgroup); wg.min1 runs it at every batch from 1 (QG_CUDA_KQ_WG_MIN=1; batch 1..16 as one group of
+  # 16 columns), wg.min1ps4 with CTAs walking all four phases (the choice on 28672 rows at 9..16).
   foreach(v "off;QG_CUDA_KQ_WG=0" "n64;QG_CUDA_KQ_WG_N=64" "ps4;QG_CUDA_KQ_WG_PS=4"
             "rows64;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=4;QG_CUDA_KQ_WG_N=64"
-            "rows64ps1;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=1" "min1;QG_CUDA_KQ_WG_MIN=1")
+            "rows64ps1;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=1" "min1;QG_CUDA_KQ_WG_MIN=1"
+            "min1ps4;QG_CUDA_KQ_WG_MIN=1;QG_CUDA_KQ_WG_PS=4")
     list(GET v 0 name)
     list(SUBLIST v 1 -1 envs)
     qg_add_test(NAME gpu.kq_gemm.cuda.wg.${name} LABELS gpu COMMAND test_kq_gemm cuda)
