@@ -305,7 +305,6 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src)
  * set to zero once, so every lane loads its B fragments unconditionally. Last the ring_nb(W) mbarriers. */
 /* W warps a CTA (W n-tiles): WARPS, or 7 where that balances the SMs (ring_warps) */
 constexpr int RING_SZ = 0;
-constexpr int RING_SZG_WORDS = 8 * WARPS * ROWS; /* the ws kernel's sz words a slot: 8 groups of the CTA's 64 channels */
 __host__ __device__ constexpr int ring_x(int W) { return W * 8; }
 /* ring groups of a W-warp CTA: 4 for 7 warps (104 KB, two CTAs an SM; H200, 28672 x 8192, g = 128, M = 9
  * .. 16: 1.2-1.7% less time than 3) */
@@ -593,33 +592,36 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
     tile_store<MT>(acc.tot, nt, s, m0, M, sh, splits, part, cnt, y32, y16, lane, blockIdx.x);
 }
 
-/* ---- M <= 16 on sm_90: one producer warp, WARPS consumer warps ----
- * The ring kernel's work per output, with the copies taken off the warps that multiply: warp WARPS of
- * the CTA issues every copy of a ring group (the 4 warps' codes and the groups' sz words by bulk copies,
+/* ---- M <= 16 on sm_90: one producer warp, W consumer warps (4, or 7 where ring_warps says so) ----
+ * The ring kernel's work per output, with the copies taken off the warps that multiply: warp W of
+ * the CTA issues every copy of a ring group (the W warps' codes and the groups' sz words by bulk copies,
  * one lane each; x a row a lane by bulk copy, or by cp.async zero-filled past K in a group that K ends
  * inside) into slot gi % WS_NB, and the consumer warps
  * wait on the slot's `full` mbarrier (33 arrivals: the bulk bytes' arrival and each producer lane's
  * cp.async completion) and free it on `empty` (every consumer thread arrives after its last read of the
  * slot, so each read is ordered before the producer's refill by its own release); no CTA barrier in the
- * loop. Per slot (uint4): codes [warp][chunk][lane], sz [group j][64 rows] words (groups qf + j of the
- * CTA's 64 channels, qf the ring group's first; g >= 32: at most 8), x [row][chunk][half][t] (rows past
- * the CTA's are zero from the start). Same operations per output as the ring kernel. Used at M <= 8:
- * at M = 16 (two m-tiles, 3 CTAs an SM by shared memory) the ring kernel is faster. */
+ * loop. Per slot (uint4): codes [warp][chunk][lane], sz [group j][16 W rows] words (groups qf + j of the
+ * CTA's 16 W channels, qf the ring group's first; g >= 32: at most 8), x [row][chunk][half][t] (rows past
+ * the CTA's are zero from the start). Same operations per output as the ring kernel. Used at M <= 8
+ * (ws_max_m): at M = 16 (two m-tiles, 3 CTAs an SM by shared memory) the 4-warp ring kernel is faster; with
+ * 7 warps at g <= 32 also at M = 9..16. */
 #ifndef QG_INT4_WS_NB
 #define QG_INT4_WS_NB 3
 #endif
 /* x of a slot is [row][chunk][half][t], rows WS_XRS uint4 apart: 32 + 4, so the 8 lanes of a quarter-warp
  * load (rows gr, gr + 1, t = 0..3) hit 8 distinct 16-byte bank groups */
-constexpr int WS_NB = QG_INT4_WS_NB, WS_SZ_U4 = RING_SZG_WORDS / 4, WS_XRS = RING_B * 8 + 4;
-template <int MT>
+constexpr int WS_NB = QG_INT4_WS_NB, WS_XRS = RING_B * 8 + 4;
+/* the sz words of a slot: 8 groups of the CTA's 16 W channels */
+__host__ __device__ constexpr int ws_sz_u4(int W) { return 8 * W * ROWS / 4; }
+template <int MT, int W>
 __host__ __device__ constexpr int ws_slot_u4()
 {
-    return WARPS * RING_B * 32 + WS_SZ_U4 + 8 * MT * WS_XRS;
+    return W * RING_B * 32 + ws_sz_u4(W) + 8 * MT * WS_XRS;
 }
-template <int MT>
+template <int MT, int W>
 size_t ws_smem_bytes()
 {
-    return (size_t)WS_NB * ws_slot_u4<MT>() * 16 + 2 * WS_NB * sizeof(uint64_t);
+    return (size_t)WS_NB * ws_slot_u4<MT, W>() * 16 + 2 * WS_NB * sizeof(uint64_t);
 }
 
 #if QG_INT4_BULK
@@ -630,40 +632,44 @@ __device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar)
 }
 #endif
 
-template <int MT, int PAIR>
-__global__ void __launch_bounds__((WARPS + 1) * 32, 4) w4a16_tc_ws_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
+template <int MT, int PAIR, int W>
+__global__ void __launch_bounds__((W + 1) * 32, W == WARPS ? 4 : 2) w4a16_tc_ws_kernel(const uint4 *__restrict__ qw, const uint32_t *__restrict__ sz,
                                                                          const uint16_t *__restrict__ x, int M, dev_shape sh, int splits,
                                                                          float *__restrict__ part, unsigned *__restrict__ cnt,
                                                                          float *__restrict__ y32, uint16_t *__restrict__ y16, int R)
 {
 #if QG_INT4_BULK
-    constexpr int B = RING_B, NB = WS_NB, XR = 8 * MT, SLOT = ws_slot_u4<MT>();
-    constexpr int O_SZ = WARPS * B * 32, O_X = O_SZ + WS_SZ_U4;
+    constexpr int B = RING_B, NB = WS_NB, XR = 8 * MT, SLOT = ws_slot_u4<MT, W>();
+    constexpr int O_SZ = W * B * 32, O_X = O_SZ + ws_sz_u4(W);
     extern __shared__ uint4 ws_smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int s = blockIdx.z, m0 = blockIdx.x * 8 * MT, nt0 = blockIdx.y * WARPS;
+#ifdef QG_CUDA_MUTANT_INT4_RING_W
+    const int s = blockIdx.z, m0 = blockIdx.x * 8 * MT, nt0 = blockIdx.y * WARPS; /* the n-tiles of a 4-warp CTA whatever W */
+#else
+    const int s = blockIdx.z, m0 = blockIdx.x * 8 * MT, nt0 = blockIdx.y * W;
+#endif
     const int c0 = (int)((long long)sh.kc * s / splits), c1 = (int)((long long)sh.kc * (s + 1) / splits);
     const int ng = (c1 - c0 + B - 1) / B;
     const int Rc = min(R, M - m0); /* rows of x this CTA copies; the others stay zero */
     const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(ws_smem);
     const uint32_t bars = sbase + 16u * (uint32_t)(NB * SLOT); /* full i: bars + 8 i, empty i: bars + 8 (NB + i) */
     auto grp_of = [&](int c, int j) { return min((4 * c + j) >> sh.gshift, sh.G - 1); };
-    for (int i = threadIdx.x; i < NB * XR * WS_XRS; i += (WARPS + 1) * 32) {
+    for (int i = threadIdx.x; i < NB * XR * WS_XRS; i += (W + 1) * 32) {
         const int u = i % (XR * WS_XRS);
         if (u / WS_XRS >= Rc) ws_smem[(i / (XR * WS_XRS)) * SLOT + O_X + u] = make_uint4(0, 0, 0, 0);
     }
     if (threadIdx.x == 0) {
         for (int i = 0; i < NB; i++) {
             mbar_init(bars + 8u * i, 33);
-            mbar_init(bars + 8u * (NB + i), WARPS * 32);
+            mbar_init(bars + 8u * (NB + i), W * 32);
         }
         mbar_init_fence();
     }
     __syncthreads();
 
-    if (warp == WARPS) { /* the producer */
-        const uint32_t sz_bytes = 4u * (uint32_t)min(WARPS * ROWS, sh.Np - nt0 * ROWS);
-        const int ntl = min(nt0 + (lane & (WARPS - 1)), sh.nt - 1); /* lanes < WARPS: warp lane's n-tile (clamped) */
+    if (warp == W) { /* the producer */
+        const uint32_t sz_bytes = 4u * (uint32_t)min(W * ROWS, sh.Np - nt0 * ROWS);
+        const int ntl = min(nt0 + min(lane, W - 1), sh.nt - 1); /* lanes < W: warp lane's n-tile (clamped) */
         for (int gi = 0; gi < ng; gi++) {
             const int slot = gi % NB, cb = c0 + gi * B, n = min(B, c1 - cb);
             if (gi >= NB) mbar_wait(bars + 8u * (uint32_t)(NB + slot), (uint32_t)(gi / NB - 1) & 1u);
@@ -673,13 +679,13 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 4) w4a16_tc_ws_kernel(const 
              * columns are inside K; else cp.async with the columns past K zero-filled */
             const bool xbulk = (cb + n) * CHUNK <= sh.K;
             if (lane == 0)
-                mbar_expect_tx(full, (uint32_t)(WARPS * n * 512) + (uint32_t)nq * sz_bytes + (xbulk ? (uint32_t)(Rc * n * 128) : 0u));
+                mbar_expect_tx(full, (uint32_t)(W * n * 512) + (uint32_t)nq * sz_bytes + (xbulk ? (uint32_t)(Rc * n * 128) : 0u));
             __syncwarp();
-            if (lane < WARPS)
+            if (lane < W)
                 bulk_copy(sb + 16u * (uint32_t)(lane * B * 32), qw + ((size_t)ntl * sh.kc + cb) * 32, 512u * (uint32_t)n, full);
             else if (lane >= 8 && lane < 16) {
                 if (lane - 8 < nq)
-                    bulk_copy(sb + 16u * (uint32_t)O_SZ + 4u * (uint32_t)((lane - 8) * WARPS * ROWS),
+                    bulk_copy(sb + 16u * (uint32_t)O_SZ + 4u * (uint32_t)((lane - 8) * W * ROWS),
                                   sz + (size_t)(qf + lane - 8) * sh.Np + (size_t)nt0 * ROWS, sz_bytes, full);
             } else if (lane >= 16 && xbulk && lane - 16 < Rc)
                 bulk_copy(sb + 16u * (uint32_t)(O_X + (lane - 16) * WS_XRS), x + (size_t)(m0 + lane - 16) * sh.K + (size_t)cb * CHUNK,
@@ -708,7 +714,7 @@ __global__ void __launch_bounds__((WARPS + 1) * 32, 4) w4a16_tc_ws_kernel(const 
         const int qf = grp_of(cf, 0);
         const uint32_t *zs = reinterpret_cast<const uint32_t *>(sl + O_SZ) + warp * ROWS + gr; /* row gr, group qf */
         const uint4 *xs = sl + O_X;
-        constexpr int GW = WARPS * ROWS; /* words a group */
+        constexpr int GW = W * ROWS; /* words a group */
         if (PAIR != 0 && acc.cur >= 0 && ((PAIR == 2 && (cf & 1) == 0 && cf + 3 < c1 && (cf >> 1) + 1 <= sh.G - 1) ||
                                           (PAIR == 1 && cf + 3 < c1 && cf + 3 <= sh.G - 1)))
             acc_flush<MT>(acc); /* the pairs below start with the open group flushed */
@@ -1556,12 +1562,15 @@ bool ring7_fits()
  * chunks long and g is 64 or 128 (the paired chains): there the ring kernel is the faster one from M = 6
  * (H200, g = 128, same run: M = 6 / 8 on 28672 x 8192 42.2 / 43.6 -> 40.7 / 40.5 us, 8192 x 28672 38.8 /
  * 40.2 -> 38.3 / 38.6 us), not on shorter splits (8192 x 8192, 4096 x 14336: within -1% to +2%) nor at g
- * = 32 (2-8% slower). QG_CUDA_INT4_WS=m (0 .. 16) sets the bound (0: never), so one binary tests and
- * times both kernels; same operations per output either way. */
+ * = 32 (2-8% slower). With 7 warps a CTA (W, ring_warps) and g = 16 or 32 it is 16: there the producer
+ * warp's CTAs (81 KB at two m-tiles, two an SM like the ring's 104 KB) are the faster ones at M = 9..16
+ * too (H200, g = 32, 28672 x 8192, same call: M = 12 / 16 68.9 / 68.8 -> 60.7 / 61.2 us; at g = 128
+ * 48.5 / 48.0 -> 48.6 / 52.2). QG_CUDA_INT4_WS=m (0 .. 16) sets the bound (0: never), so one binary tests
+ * and times both kernels; same operations per output either way. */
 #ifndef QG_INT4_WS_MAX_M
 #define QG_INT4_WS_MAX_M 8
 #endif
-int ws_max_m(const dev_shape &d, int splits)
+int ws_max_m(const dev_shape &d, int splits, int W)
 {
     static const int m = [] {
         const char *env = getenv("QG_CUDA_INT4_WS");
@@ -1570,28 +1579,43 @@ int ws_max_m(const dev_shape &d, int splits)
         return v < 0 ? 0 : v > 16 ? 16 : (int)v;
     }();
     if (m >= 0) return m;
+    if (W == 7 && d.gshift <= 1) return 16;
     return (d.gshift == 2 || d.gshift == 3) && d.kc / splits >= 64 ? 5 : QG_INT4_WS_MAX_M;
+}
+/* the producer-warp kernel of MT m-tiles and W consumer warps for group shift gshift (PAIR as the ring's) */
+template <int MT, int W>
+auto ws_kernel_of(int gshift)
+{
+    return gshift == 3 ? w4a16_tc_ws_kernel<MT, 2, W> : gshift == 2 ? w4a16_tc_ws_kernel<MT, 1, W> : w4a16_tc_ws_kernel<MT, 0, W>;
+}
+template <int MT, int W>
+cudaError_t ws_attrs()
+{
+    cudaError_t r = cudaSuccess;
+    for (int gshift : {3, 2, 0})
+        if (r == cudaSuccess)
+            r = cudaFuncSetAttribute(ws_kernel_of<MT, W>(gshift), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem_bytes<MT, W>());
+    return r;
 }
 bool ws_use()
 {
     static const bool use = [] {
         cudaFuncAttributes a;
-        if (cudaFuncGetAttributes(&a, w4a16_tc_ws_kernel<1, 0>) != cudaSuccess || a.binaryVersion < 90) {
+        if (cudaFuncGetAttributes(&a, w4a16_tc_ws_kernel<1, 0, WARPS>) != cudaSuccess || a.binaryVersion < 90) {
             (void)cudaGetLastError();
             return false;
         }
-        cudaError_t r = cudaSuccess;
-        for (auto k : {w4a16_tc_ws_kernel<1, 0>, w4a16_tc_ws_kernel<1, 1>, w4a16_tc_ws_kernel<1, 2>})
-            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem_bytes<1>());
-        for (auto k : {w4a16_tc_ws_kernel<2, 0>, w4a16_tc_ws_kernel<2, 1>, w4a16_tc_ws_kernel<2, 2>})
-            if (r == cudaSuccess) r = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem_bytes<2>());
+        cudaError_t r = ws_attrs<1, WARPS>();
+        if (r == cudaSuccess) r = ws_attrs<2, WARPS>();
+        if (r == cudaSuccess) r = ws_attrs<1, 7>();
+        if (r == cudaSuccess) r = ws_attrs<2, 7>();
         if (r != cudaSuccess) (void)cudaGetLastError();
         return r == cudaSuccess;
     }();
     return use;
 }
 
-/* Warps (n-tiles) a CTA of the ring kernel: 7 (two CTAs an SM) where that lowers the busiest SM's warps,
+/* Warps (n-tiles) a CTA of the ring kernel and consumer warps of the producer-warp kernel: 7 (two CTAs an SM) where that lowers the busiest SM's warps,
  * ceil(CTAs / SMs) x W, below 4 x ceil(CTAs / SMs) with 4-warp CTAs (four an SM), e.g. 28672 rows: 448
  * CTAs of 4 put 16 warps on some SMs and 12 on others, 256 of 7 at most 14 on any. ms: the grid's
  * m-blocks x splits. QG_CUDA_INT4_RING_W=4 or 7 forces one (tests and timing; 7 only where ring7_fits);
@@ -1617,17 +1641,18 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
     const dev_shape d = dev_shape_of(w->s);
     const int R = M < 8 * MT ? M : 8 * MT; /* rows of x of the fullest CTA */
     dim3 grid((unsigned)ceil_div((size_t)M, (size_t)8 * MT), (unsigned)ceil_div((size_t)d.nt, WARPS), (unsigned)splits);
-    if (M <= ws_max_m(d, splits) && ws_use()) {
-        auto kw = d.gshift == 3 ? w4a16_tc_ws_kernel<MT, 2> : d.gshift == 2 ? w4a16_tc_ws_kernel<MT, 1> : w4a16_tc_ws_kernel<MT, 0>;
-        kw<<<grid, (WARPS + 1) * 32, ws_smem_bytes<MT>(), st>>>(reinterpret_cast<const uint4 *>(w->qw), w->sz, x, M, d, splits, part, cnt,
-                                                               y32, y16, R);
+    /* W consumer warps (n-tiles) a CTA, as the ring kernel's: only which CTA computes an n-tile */
+    const int W = ring_warps(d.nt, (int)grid.x * splits);
+    grid.y = (unsigned)ceil_div((size_t)d.nt, (size_t)W);
+    const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
+    if (M <= ws_max_m(d, splits, W) && ws_use()) {
+        const auto kw = W == 7 ? ws_kernel_of<MT, 7>(d.gshift) : ws_kernel_of<MT, WARPS>(d.gshift);
+        kw<<<grid, (W + 1) * 32, W == 7 ? ws_smem_bytes<MT, 7>() : ws_smem_bytes<MT, WARPS>(), st>>>(qw, w->sz, x, M, d, splits, part, cnt,
+                                                                                                  y32, y16, R);
         cudaError_t e = cudaGetLastError();
         return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ws_kernel launch", e);
     }
     /* g = 64, 128: the paired-chain kernels (pair_mma); same operations per output as the other */
-    const int W = ring_warps(d.nt, (int)grid.x * splits);
-    grid.y = (unsigned)ceil_div((size_t)d.nt, (size_t)W);
-    const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
     const auto kern = W == 7 ? ring_kernel_of<MT, 7>(d.gshift) : ring_kernel_of<MT, WARPS>(d.gshift);
     kern<<<grid, W * 32, W == 7 ? ring_smem_bytes<MT, 7>() : ring_smem_bytes<MT, WARPS>(), st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32,
                                                                                                y16, R);

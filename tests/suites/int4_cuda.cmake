@@ -13,10 +13,12 @@ if(QG_HAVE_CUDA)
   qg_add_test(NAME gpu.int4_cuda.gemm.ring LABELS gpu COMMAND test_int4_cuda gemm)
   set_property(TEST gpu.int4_cuda.gemm.ring APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_WS=0)
   # CTAs of 7 warps (the default where they balance the SMs, e.g. 28672 rows), forced on every shape: at
-  # M <= 8 through the ring kernel too
+  # M <= 8 through the ring kernel too (ring7) and through the producer-warp kernel's 7 consumer warps (ws7)
   foreach(mode gemm splitk workspace)
     qg_add_test(NAME gpu.int4_cuda.${mode}.ring7 LABELS gpu COMMAND test_int4_cuda ${mode})
     set_property(TEST gpu.int4_cuda.${mode}.ring7 APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_RING_W=7 QG_CUDA_INT4_WS=0)
+    qg_add_test(NAME gpu.int4_cuda.${mode}.ws7 LABELS gpu COMMAND test_int4_cuda ${mode})
+    set_property(TEST gpu.int4_cuda.${mode}.ws7 APPEND PROPERTY ENVIRONMENT QG_CUDA_INT4_RING_W=7)
   endforeach()
   # M > 16 runs the wgmma kernel in sm_90a builds on sm_90; the mma.sync kernel (what every other build
   # and device runs there) gets the same checks with it switched off
