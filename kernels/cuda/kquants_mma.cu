@@ -1135,6 +1135,18 @@ template <int T> __host__ __device__ constexpr int ring_bb()
  * 16-byte segments that cover it (Q6_K 210 bytes at a 2-byte offset: 14 segments; Q8_K 292 at a 4-byte
  * offset: 19), the block starting (its offset mod 16) bytes in. */
 template <int T> __host__ __device__ constexpr int ring_slot() { return T == QG_Q6_K ? 224 : T == QG_Q8_K ? 304 : ring_bb<T>(); }
+/* Which kernel instances copy the unaligned types' blocks by copy16 where their rows are 16-aligned
+ * (row_copies) and read a Q6_K block at a 4-byte boundary one word a read (load_words_shared): the same
+ * bytes and words either way, so a choice of speed alone, fixed at compile time (the branches cost
+ * where they are compiled in). H200, same call, against the build without either: the ring kernel's Q8_K
+ * instances 4-6% less time at batch 1..8 on 28672x8192 and 8192x8192; its Q6_K instances of one column
+ * tile and four phase groups (8192 rows, batch 4..8) 4-6% less; the warpgroup kernel's Q6_K instances
+ * 5-7% less on 28672x8192 (batch 16..64) and within 1% on 8192 rows. Not taken: the ring kernel's Q6_K
+ * 7-warp CTAs (28672 rows, batch 4..8: 1.5% more) and two column tiles (8192 rows, batch 16: 5-7% more),
+ * and the warpgroup kernel's Q8_K instances (batch 32 on 28672x8192: 7% more). */
+template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_copy16() { return T == QG_Q8_K || (T == QG_Q6_K && PH == 1 && NT == 1); }
+template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_a4() { return T == QG_Q6_K && PH == 1 && NT == 1; }
+template <int T> __host__ __device__ constexpr bool wg_fast() { return T == QG_Q6_K; }
 /* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
 __host__ __device__ constexpr int ring_rw(int ph) { return ph == 4 ? 8 : 4; }
 /* a stage: the ring's 16 RW row slots of one super-block, then its activations (NT 8 columns of XS halves) */
@@ -1160,11 +1172,17 @@ __device__ __forceinline__ uint32_t lds_u32_a2(const unsigned char *p)
     const uint16_t *q = reinterpret_cast<const uint16_t *>(p);
     return (uint32_t)q[0] | ((uint32_t)q[1] << 16);
 }
-template <int T>
+template <int T, bool A4>
 __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t, uint32_t (&v)[wwords<T>::n])
 {
     if constexpr (T != QG_Q6_K) gather_words<T, ld_shared>(p, t, v);
-    else {
+    else if (A4 && ((uintptr_t)p & 2u) == 0) { /* a block 4 bytes aligned (every other one of a 16-aligned row): one read a word */
+#pragma unroll
+        for (int s = 0; s < 12; s++) v[s] = *reinterpret_cast<const uint32_t *>(p + 16 * s + 4 * t);
+#pragma unroll
+        for (int i = 0; i < 4; i++) v[12 + i] = *reinterpret_cast<const uint32_t *>(p + QG_Q6K_SCALES + 4 * i);
+        v[16] = *reinterpret_cast<const uint16_t *>(p + QG_Q6K_D);
+    } else {
 #pragma unroll
         for (int s = 0; s < 12; s++) v[s] = lds_u32_a2(p + 16 * s + 4 * t);
 #pragma unroll
@@ -1180,8 +1198,13 @@ __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t,
  * row, never stored) lands at 16 e of the stage: 16 bytes at 16 (e % SEG) of the row's block (aligned
  * types), else of the 16-byte segments that cover the block (the row's first at its block's offset
  * rounded down to 16; a segment past the end of the weights, only ever the last block's, is copied byte
- * by byte up to the end). Byte offsets from the first row stay below 2^32 (checked by the launches). */
-template <int T, int NTH, int RR>
+ * by byte up to the end). Byte offsets from the first row stay below 2^32 (checked by the launches).
+ * rows16 (Q6_K, Q8_K; the USE16 instances, ring_copy16 and wg_fast): the weights start 16-aligned and a
+ * row is a multiple of 16 bytes (Q6_K: nb a multiple of 8, Q8_K of 4), so every row starts 16-aligned, a block's offset mod 16 is its offset in
+ * its row mod 16, and its segments end at most at its row's end (SEG = ceil(BB / 16): the last block
+ * of a row, at 16 SEG - BB past a 16-byte boundary, ends exactly there): copy16 runs the copy as the
+ * aligned types do, one address add, no end test. The same bytes land either way. */
+template <int T, int NTH, int RR, bool USE16>
 struct row_copies {
     static constexpr int BB = ring_bb<T>(), SEG = ring_slot<T>() / 16, KW = (RR * SEG + NTH - 1) / NTH;
     static constexpr bool ALIGNED = BB % 16 == 0;
@@ -1190,8 +1213,11 @@ struct row_copies {
     const uint8_t *first, *end; /* the first row; the end of the weights */
     uint32_t first_lo;          /* the first row's offset mod 2^32 (for the offsets mod 16) */
     bool last;                  /* the last copy runs (the others always do) */
+    bool rows16;                /* unaligned types: every row starts 16-aligned (copy16) */
+    static_assert(ALIGNED || SEG == (BB + 15) / 16, "a block's segments end at its row's end");
     __device__ __forceinline__ row_copies(const uint8_t *w, size_t rows, size_t nb, size_t row0, int tid)
-        : first(w + row0 * nb * BB), end(w + rows * nb * BB), first_lo((uint32_t)(row0 * nb * BB)), last(tid + NTH * (KW - 1) < RR * SEG)
+        : first(w + row0 * nb * BB), end(w + rows * nb * BB), first_lo((uint32_t)(row0 * nb * BB)), last(tid + NTH * (KW - 1) < RR * SEG),
+          rows16(USE16 && !ALIGNED && ((nb * BB) & 15) == 0 && ((uintptr_t)w & 15) == 0)
     {
 #pragma unroll
         for (int k = 0; k < KW; k++) {
@@ -1212,6 +1238,31 @@ struct row_copies {
             if (p + 16 <= end) cp_async16_s(dst, p);
             else
                 for (int i = 0; p + i < end; i++) asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(dst + i), "r"((uint32_t)p[i]) : "memory");
+        }
+    }
+    /* copy k where rows16 holds: the block's offset off rounded down to 16 (off16) */
+    __device__ __forceinline__ void copy16(int k, uint32_t dst, uint32_t off16) const
+    {
+#ifdef QG_CUDA_MUTANT_KQ_ROWS16
+        cp_async16_s(dst, first + (rel[k] + seg[k] + off16 + 16u)); /* a GPU-machine mutant: one segment late */
+#else
+        cp_async16_s(dst, first + (rel[k] + seg[k] + off16));
+#endif
+    }
+    /* the thread's copies of the block at offset off of each row into stage address st (copy k at st
+     * + 16 NTH k) where run(k) */
+    template <typename RUN>
+    __device__ __forceinline__ void copy_all(uint32_t st, size_t off, RUN run) const
+    {
+        if (USE16 && !ALIGNED && rows16) {
+            const uint32_t off16 = (uint32_t)off & ~15u;
+#pragma unroll
+            for (int k = 0; k < KW; k++)
+                if (run(k)) copy16(k, st + 16u * NTH * k, off16);
+        } else {
+#pragma unroll
+            for (int k = 0; k < KW; k++)
+                if (run(k)) copy(k, st + 16u * NTH * k, off);
         }
     }
 };
@@ -1265,8 +1316,9 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
     }
     /* the thread's copies: the ring's rows (row_copies), and x segment e (column e / 32, halves 8 (e % 32) ..)
      * at WB + column XS + 8 (e % 32) halves */
-    const row_copies<T, NTH, RING_ROWS> wc(w, rows, nb, row0, tid);
-    static_assert(row_copies<T, NTH, RING_ROWS>::KW == KW, "one copy count");
+    using copies_t = row_copies<T, NTH, RING_ROWS, ring_copy16<T, NT, PH>()>;
+    const copies_t wc(w, rows, nb, row0, tid);
+    static_assert(copies_t::KW == KW, "one copy count");
     const __half *xsrc[KX];
 #pragma unroll
     for (int k = 0; k < KX; k++) {
@@ -1285,18 +1337,16 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
         const size_t sb = (size_t)phase(ipi) + 4 * (size_t)ik++, off = sb * BB; /* the super-block, its byte offset in a row */
         const uint32_t st = ring + (uint32_t)(islot * STB) + 16u * (uint32_t)tid;
         islot = islot == RING_ST - 1 ? 0 : islot + 1;
-#pragma unroll
-        for (int k = 0; k < KW; k++)
-            if (PART ? tid + NTH * k < wlim : k < KW - 1 || wc.last) {
-                /* Q8_K: the block's d and codes end 260 bytes past its start, which lies at most 12
-                 * bytes into its first 16-byte segment, so segments 17 and 18 (its bsums, which no
-                 * product reads, and the next block's head) need no copy. Skipped in the partial
-                 * CTAs at batch 1..8 only: H200, same run, 28672x8192 3-4% less time there, but
-                 * batch 16 (both kernels) 9-15% more and 8192x28672 batch 1 (PH = 1) 1.5% more */
-                constexpr uint32_t Q8_USED = 16u * ((12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16);
-                if (T == QG_Q8_K && PART && NT == 1 && wc.seg[k] >= Q8_USED) continue;
-                wc.copy(k, st + 16u * NTH * k, off);
-            }
+        wc.copy_all(st, off, [&](int k) {
+            /* Q8_K: the block's d and codes end 260 bytes past its start, which lies at most 12
+             * bytes into its first 16-byte segment, so segments 17 and 18 (its bsums, which no
+             * product reads, and the next block's head) need no copy. Skipped in the partial
+             * CTAs at batch 1..8 only: H200, same run, 28672x8192 3-4% less time there, but
+             * batch 16 (both kernels) 9-15% more and 8192x28672 batch 1 (PH = 1) 1.5% more */
+            constexpr uint32_t Q8_USED = 16u * ((12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16);
+            if (T == QG_Q8_K && PART && NT == 1 && wc.seg[k] >= Q8_USED) return false;
+            return PART ? tid + NTH * k < wlim : k < KW - 1 || wc.last;
+        });
         const size_t xo = sb * QK; /* its first activation */
 #pragma unroll
         for (int k = 0; k < KX; k++)
@@ -1332,8 +1382,8 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
             const size_t sb = (size_t)p + 4 * (size_t)k;
             /* the block's place in its slot: its offset mod 16 (0 for the aligned types) */
             const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
-            load_words_shared<T>(st + (16 * wid + g) * SLOT + oa, t, va[0]);
-            load_words_shared<T>(st + (16 * wid + g + 8) * SLOT + ob, t, vb[0]);
+            load_words_shared<T, ring_a4<T, NT, PH>()>(st + (16 * wid + g) * SLOT + oa, t, va[0]);
+            load_words_shared<T, ring_a4<T, NT, PH>()>(st + (16 * wid + g + 8) * SLOT + ob, t, vb[0]);
             float part[1][NT][4];
 #pragma unroll
             for (int n = 0; n < NT; n++)
@@ -1485,7 +1535,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     constexpr int BB = ring_bb<T>(), SLOT = ring_slot<T>(), W = wwords<T>::n, MT = N / 8;
     constexpr int NTH = 128 * WG, RR = 64 * WG, WB = RR * SLOT, XB = wg_xbytes<T, N>(), STB = WB + XB;
     constexpr bool ALIGNED = BB % 16 == 0;
-    constexpr int KW = row_copies<T, NTH, RR>::KW, KX = (XB / 16 + NTH - 1) / NTH, ST = wg_stages<T, N, WG>();
+    constexpr int KW = row_copies<T, NTH, RR, wg_fast<T>()>::KW, KX = (XB / 16 + NTH - 1) / NTH, ST = wg_stages<T, N, WG>();
     static_assert(ST >= 2 && STB % 16 == 0, "two stages of whole 16-byte pieces");
     extern __shared__ __align__(16) unsigned char dyn_smem[];
     const int tid = (int)threadIdx.x, wid = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -1493,7 +1543,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     const int col0 = (int)blockIdx.x * N;
     const uint8_t *const xig = xi + (size_t)blockIdx.x * nb * XB; /* the column group's pieces, super-block after super-block */
     auto count = [&](int p) { return (size_t)p < nb ? (int)((nb - (size_t)p + 3) / 4) : 0; };
-    const row_copies<T, NTH, RR> wc(w, rows, nb, row0, tid); /* the thread's copies of the CTA's rows */
+    const row_copies<T, NTH, RR, wg_fast<T>()> wc(w, rows, nb, row0, tid); /* the thread's copies of the CTA's rows */
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(dyn_smem);
     const int pb = PS == 4 ? 0 : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
     int islot = 0, ipi = pb, ik = 0, total = 0, icnt = count(pb);
@@ -1503,9 +1553,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
         const size_t sb = (size_t)ipi + 4 * (size_t)ik++, off = sb * BB;
         const uint32_t st = ring + (uint32_t)(islot * STB) + 16u * (uint32_t)tid;
         islot = islot == ST - 1 ? 0 : islot + 1;
-#pragma unroll
-        for (int k = 0; k < KW; k++)
-            if (k < KW - 1 || wc.last) wc.copy(k, st + 16u * NTH * k, off);
+        wc.copy_all(st, off, [&](int k) { return k < KW - 1 || wc.last; });
         const uint8_t *xs = xig + sb * XB + 16 * tid;
 #pragma unroll
         for (int k = 0; k < KX; k++)
@@ -1546,8 +1594,8 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
             const size_t sb = (size_t)p + 4 * (size_t)k;
             const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
             uint32_t va[W], vb[W];
-            load_words_shared<T>(st + wr * SLOT + oa, t, va);
-            load_words_shared<T>(st + (wr + 8) * SLOT + ob, t, vb);
+            load_words_shared<T, wg_fast<T>()>(st + wr * SLOT + oa, t, va);
+            load_words_shared<T, wg_fast<T>()>(st + (wr + 8) * SLOT + ob, t, vb);
             q45_sm sma, smb;
             if constexpr (wg_xparts<T>()) sma = q45_unpack(va[1], va[2], va[3]), smb = q45_unpack(vb[1], vb[2], vb[3]);
             /* Q6_K: each group of 16 weights (one int8 scale) is one k16 block whose product starts from
