@@ -1509,20 +1509,31 @@ int perm_of(const qg_w4a16 *L, int32_t *perm)
     return QG_ERR_ok;
 }
 
-/* The ring kernel of MT m-tiles and W warps for group shift gshift: PAIR 2 (g = 128), 1 (g = 64), else 0 */
+/* The M <= 16 kernels of MT m-tiles and W warps (the ring kernel's, or the producer-warp kernel's consumer
+ * warps), each with its three PAIR instances: 2 (g = 128), 1 (g = 64), else 0 */
 template <int MT, int W>
-auto ring_kernel_of(int gshift)
+struct ring_family {
+    template <int PAIR> static constexpr auto kernel = w4a16_tc_ring_kernel<MT, PAIR, W>;
+    static size_t smem() { return ring_smem_bytes<MT, W>(); }
+};
+template <int MT, int W>
+struct ws_family {
+    template <int PAIR> static constexpr auto kernel = w4a16_tc_ws_kernel<MT, PAIR, W>;
+    static size_t smem() { return ws_smem_bytes<MT, W>(); }
+};
+/* a family's instance for group shift gshift */
+template <typename F>
+auto kernel_of(int gshift)
 {
-    return gshift == 3 ? w4a16_tc_ring_kernel<MT, 2, W> : gshift == 2 ? w4a16_tc_ring_kernel<MT, 1, W> : w4a16_tc_ring_kernel<MT, 0, W>;
+    return gshift == 3 ? F::template kernel<2> : gshift == 2 ? F::template kernel<1> : F::template kernel<0>;
 }
-/* the shared memory of the three PAIR instances of one (MT, W) */
-template <int MT, int W>
-cudaError_t ring_attrs()
+/* the shared memory of a family's three instances */
+template <typename F>
+cudaError_t family_attrs()
 {
     cudaError_t r = cudaSuccess;
     for (int gshift : {3, 2, 0})
-        if (r == cudaSuccess)
-            r = cudaFuncSetAttribute(ring_kernel_of<MT, W>(gshift), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring_smem_bytes<MT, W>());
+        if (r == cudaSuccess) r = cudaFuncSetAttribute(kernel_of<F>(gshift), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)F::smem());
     return r;
 }
 /* The ring kernel's dynamic shared memory (above the default 48 KB): raised once per process, before the
@@ -1530,8 +1541,8 @@ cudaError_t ring_attrs()
 int ring_attrs_once()
 {
     static const cudaError_t e = [] {
-        cudaError_t r = ring_attrs<1, WARPS>();
-        if (r == cudaSuccess) r = ring_attrs<2, WARPS>();
+        cudaError_t r = family_attrs<ring_family<1, WARPS>>();
+        if (r == cudaSuccess) r = family_attrs<ring_family<2, WARPS>>();
         return r;
     }();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ring_kernel shared memory", e);
@@ -1548,7 +1559,7 @@ bool ring7_fits()
             return false;
         }
         if ((size_t)smem < 2 * (ring_smem_bytes<2, 7>() + 1024)) return false;
-        if (ring_attrs<1, 7>() != cudaSuccess || ring_attrs<2, 7>() != cudaSuccess) {
+        if (family_attrs<ring_family<1, 7>>() != cudaSuccess || family_attrs<ring_family<2, 7>>() != cudaSuccess) {
             (void)cudaGetLastError();
             return false;
         }
@@ -1582,21 +1593,6 @@ int ws_max_m(const dev_shape &d, int splits, int W)
     if (W == 7 && d.gshift <= 1) return 16;
     return (d.gshift == 2 || d.gshift == 3) && d.kc / splits >= 64 ? 5 : QG_INT4_WS_MAX_M;
 }
-/* the producer-warp kernel of MT m-tiles and W consumer warps for group shift gshift (PAIR as the ring's) */
-template <int MT, int W>
-auto ws_kernel_of(int gshift)
-{
-    return gshift == 3 ? w4a16_tc_ws_kernel<MT, 2, W> : gshift == 2 ? w4a16_tc_ws_kernel<MT, 1, W> : w4a16_tc_ws_kernel<MT, 0, W>;
-}
-template <int MT, int W>
-cudaError_t ws_attrs()
-{
-    cudaError_t r = cudaSuccess;
-    for (int gshift : {3, 2, 0})
-        if (r == cudaSuccess)
-            r = cudaFuncSetAttribute(ws_kernel_of<MT, W>(gshift), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem_bytes<MT, W>());
-    return r;
-}
 bool ws_use()
 {
     static const bool use = [] {
@@ -1605,10 +1601,10 @@ bool ws_use()
             (void)cudaGetLastError();
             return false;
         }
-        cudaError_t r = ws_attrs<1, WARPS>();
-        if (r == cudaSuccess) r = ws_attrs<2, WARPS>();
-        if (r == cudaSuccess) r = ws_attrs<1, 7>();
-        if (r == cudaSuccess) r = ws_attrs<2, 7>();
+        cudaError_t r = family_attrs<ws_family<1, WARPS>>();
+        if (r == cudaSuccess) r = family_attrs<ws_family<2, WARPS>>();
+        if (r == cudaSuccess) r = family_attrs<ws_family<1, 7>>();
+        if (r == cudaSuccess) r = family_attrs<ws_family<2, 7>>();
         if (r != cudaSuccess) (void)cudaGetLastError();
         return r == cudaSuccess;
     }();
@@ -1646,14 +1642,14 @@ int launch_ring(const qg_w4a16_cuda_weights *w, const uint16_t *x, int M, int sp
     grid.y = (unsigned)ceil_div((size_t)d.nt, (size_t)W);
     const uint4 *qw = reinterpret_cast<const uint4 *>(w->qw);
     if (M <= ws_max_m(d, splits, W) && ws_use()) {
-        const auto kw = W == 7 ? ws_kernel_of<MT, 7>(d.gshift) : ws_kernel_of<MT, WARPS>(d.gshift);
+        const auto kw = W == 7 ? kernel_of<ws_family<MT, 7>>(d.gshift) : kernel_of<ws_family<MT, WARPS>>(d.gshift);
         kw<<<grid, (W + 1) * 32, W == 7 ? ws_smem_bytes<MT, 7>() : ws_smem_bytes<MT, WARPS>(), st>>>(qw, w->sz, x, M, d, splits, part, cnt,
                                                                                                   y32, y16, R);
         cudaError_t e = cudaGetLastError();
         return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("w4a16_tc_ws_kernel launch", e);
     }
     /* g = 64, 128: the paired-chain kernels (pair_mma); same operations per output as the other */
-    const auto kern = W == 7 ? ring_kernel_of<MT, 7>(d.gshift) : ring_kernel_of<MT, WARPS>(d.gshift);
+    const auto kern = W == 7 ? kernel_of<ring_family<MT, 7>>(d.gshift) : kernel_of<ring_family<MT, WARPS>>(d.gshift);
     kern<<<grid, W * 32, W == 7 ? ring_smem_bytes<MT, 7>() : ring_smem_bytes<MT, WARPS>(), st>>>(qw, w->sz, x, M, d, splits, part, cnt, y32,
                                                                                                y16, R);
     cudaError_t e = cudaGetLastError();
