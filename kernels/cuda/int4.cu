@@ -1574,7 +1574,7 @@ bool ring7_fits()
  * (H200, g = 128, same run: M = 6 / 8 on 28672 x 8192 42.2 / 43.6 -> 40.7 / 40.5 us, 8192 x 28672 38.8 /
  * 40.2 -> 38.3 / 38.6 us), not on shorter splits (8192 x 8192, 4096 x 14336: within -1% to +2%) nor at g
  * = 32 (2-8% slower). With 7 warps a CTA (W, ring_warps) and g = 16 or 32 it is 16: there the producer
- * warp's CTAs (81 KB at two m-tiles, two an SM like the ring's 104 KB) are the faster ones at M = 9..16
+ * warp's CTAs (80 KB at two m-tiles, two an SM like the ring's 104 KB) are the faster ones at M = 9..16
  * too (H200, g = 32, 28672 x 8192, same call: M = 12 / 16 68.9 / 68.8 -> 60.7 / 61.2 us; at g = 128
  * 48.5 / 48.0 -> 48.6 / 52.2). QG_CUDA_INT4_WS=m (0 .. 16) sets the bound (0: never), so one binary tests
  * and times both kernels; same operations per output either way. */
