@@ -56,6 +56,7 @@
 #include <string.h>
 
 #include <mutex>
+#include <type_traits>
 
 #include "common.cuh"
 #include "kquants_host.cuh"
@@ -1135,16 +1136,22 @@ template <int T> __host__ __device__ constexpr int ring_bb()
  * 16-byte segments that cover it (Q6_K 210 bytes at a 2-byte offset: 14 segments; Q8_K 292 at a 4-byte
  * offset: 19), the block starting (its offset mod 16) bytes in. */
 template <int T> __host__ __device__ constexpr int ring_slot() { return T == QG_Q6_K ? 224 : T == QG_Q8_K ? 304 : ring_bb<T>(); }
-/* Which kernel instances copy the unaligned types' blocks by copy16 where their rows are 16-aligned
- * (row_copies) and read a Q6_K block at a 4-byte boundary one word a read (load_words_shared): the same
- * bytes and words either way, so a choice of speed alone, fixed at compile time (the branches cost
- * where they are compiled in). H200, same call, against the build without either: the ring kernel's Q8_K
- * instances 4-6% less time at batch 1..8 on 28672x8192 and 8192x8192; its Q6_K instances of one column
- * tile and four phase groups (8192 rows, batch 4..8) 4-6% less; the warpgroup kernel's Q6_K instances
- * 5-7% less on 28672x8192 (batch 16..64) and within 1% on 8192 rows. Not taken: the ring kernel's Q6_K
- * 7-warp CTAs (28672 rows, batch 4..8: 1.5% more) and two column tiles (8192 rows, batch 16: 5-7% more),
- * and the warpgroup kernel's Q8_K instances (batch 32 on 28672x8192: 7% more). */
-template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_copy16() { return T == QG_Q8_K || (T == QG_Q6_K && PH == 1 && NT == 1); }
+/* Which kernel instances read a Q6_K block at a 4-byte boundary one word a read (load_words_shared):
+ * the same words either way, so a choice of speed alone, fixed at compile time (the branch costs where
+ * it is compiled in). H200, same call, with the copies of 16-aligned rows: the ring kernel's Q6_K
+ * instances of one column tile and four phase groups (8192 rows, batch 4..8) 4-6% less time, the
+ * warpgroup kernel's Q6_K instances 5-7% less on 28672x8192 (batch 16..64); not taken in the ring
+ * kernel's 7-warp CTAs (28672 rows, batch 4..8: 1.5% more) and two column tiles (8192 rows, batch 16). */
+/* Which instances take the grid copies (row_copies_grid) instead of the flat ones: H200, same call, the
+ * ring kernel's one-column-tile instances of four phase groups (8192 rows: Q4_K batch 8 4-6% less time,
+ * Q5_K batch 4 on 8192x28672 4%, Q8_K batch 8 on 8192x8192 3%) and its Q6_K 7-warp CTAs (28672 rows,
+ * batch 4..8: 5%); the warpgroup kernel's Q4_K, Q6_K and Q8_K instances (Q6_K batch 32..64 2-8%, Q8_K batch
+ * 64 2-5%, Q4_K batch 32 on 28672x8192 3%). Not taken: two column tiles in the ring kernel (8192x8192 batch
+ * 16: Q8_K 12% more, Q5_K 6%), the ring kernel's 7- and 8-warp CTAs of the other types (28672 rows: Q8_K
+ * 1-1.4% more at batch 1..8, Q5_K 1%, Q4_K 1%), the warpgroup kernel's Q5_K instances (batch 32 3-4% more). */
+template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_grid() { return NT == 1 && (PH == 1 || T == QG_Q6_K); }
+template <int T> __host__ __device__ constexpr bool wg_grid() { return T != QG_Q5_K; }
+template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_copy16() { return T == QG_Q8_K; }
 template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_a4() { return T == QG_Q6_K && PH == 1 && NT == 1; }
 template <int T> __host__ __device__ constexpr bool wg_fast() { return T == QG_Q6_K; }
 /* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
@@ -1193,19 +1200,22 @@ __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t,
 #endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-/* A CTA's copies of its rows' blocks of one super-block into a stage (the ring kernel and k_kq_gemm_wg):
- * weight segment e = tid + NTH k (row e / SEG of the RR rows from row0; rows past the end copy the last
- * row, never stored) lands at 16 e of the stage: 16 bytes at 16 (e % SEG) of the row's block (aligned
- * types), else of the 16-byte segments that cover the block (the row's first at its block's offset
- * rounded down to 16; a segment past the end of the weights, only ever the last block's, is copied byte
- * by byte up to the end). Byte offsets from the first row stay below 2^32 (checked by the launches).
- * rows16 (Q6_K, Q8_K; the USE16 instances, ring_copy16 and wg_fast): the weights start 16-aligned and a
- * row is a multiple of 16 bytes (Q6_K: nb a multiple of 8, Q8_K of 4), so every row starts 16-aligned, a block's offset mod 16 is its offset in
- * its row mod 16, and its segments end at most at its row's end (SEG = ceil(BB / 16): the last block
- * of a row, at 16 SEG - BB past a 16-byte boundary, ends exactly there): copy16 runs the copy as the
- * aligned types do, one address add, no end test. The same bytes land either way. */
+/* A CTA's copies of its rows' blocks of one super-block into a stage (the ring kernel and k_kq_gemm_wg),
+ * two ways that land the same bytes; which one an instance compiles is a choice of speed alone
+ * (ring_grid, wg_grid).
+ *
+ * Flat copies (row_copies_flat): weight segment e = tid + NTH k (row e / SEG of the RR rows from row0;
+ * rows past the end copy the last row, never stored) lands at 16 e of the stage: 16 bytes at 16 (e % SEG)
+ * of the row's block (aligned types), else of the 16-byte segments that cover it (the row's first at its
+ * block's offset rounded down to 16; a segment past the end of the weights, only ever the last block's, is
+ * copied byte by byte up to the end). rows16 (Q6_K, Q8_K; the USE16 instances): the weights start
+ * 16-aligned and a row is a multiple of 16 bytes (Q6_K: nb a multiple of 8, Q8_K of 4), so every row starts
+ * 16-aligned, a block's offset mod 16 is its offset in its row mod 16, and its segments end at most at its
+ * row's end (SEG = ceil(BB / 16): the last block of a row ends exactly at 16 SEG - BB past a 16-byte
+ * boundary): copy16 runs the copy as the aligned types do, one address add, no end test. Byte offsets
+ * from the first row stay below 2^32 (checked by the launches). */
 template <int T, int NTH, int RR, bool USE16>
-struct row_copies {
+struct row_copies_flat {
     static constexpr int BB = ring_bb<T>(), SEG = ring_slot<T>() / 16, KW = (RR * SEG + NTH - 1) / NTH;
     static constexpr bool ALIGNED = BB % 16 == 0;
     const uint8_t *src[KW]; /* aligned types: the copy's source at super-block 0 */
@@ -1215,7 +1225,7 @@ struct row_copies {
     bool last;                  /* the last copy runs (the others always do) */
     bool rows16;                /* unaligned types: every row starts 16-aligned (copy16) */
     static_assert(ALIGNED || SEG == (BB + 15) / 16, "a block's segments end at its row's end");
-    __device__ __forceinline__ row_copies(const uint8_t *w, size_t rows, size_t nb, size_t row0, int tid)
+    __device__ __forceinline__ row_copies_flat(const uint8_t *w, size_t rows, size_t nb, size_t row0, int tid)
         : first(w + row0 * nb * BB), end(w + rows * nb * BB), first_lo((uint32_t)(row0 * nb * BB)), last(tid + NTH * (KW - 1) < RR * SEG),
           rows16(USE16 && !ALIGNED && ((nb * BB) & 15) == 0 && ((uintptr_t)w & 15) == 0)
     {
@@ -1266,6 +1276,72 @@ struct row_copies {
         }
     }
 };
+
+/* Grid copies (row_copies_grid): row r's block, as SC 16-byte segments, lands at 16 (r SEG + s) of the
+ * stage (s < SC): for the aligned types the block itself, else the 16-byte segments that cover it (the row's first at its block's offset
+ * rounded down to 16). SC = SEG, or fewer where the kernel reads no byte of the segments after (Q8_K's
+ * bsums). Rows at or past lim (the CTA's rows inside the weights, fewer for a partial CTA) are not
+ * copied: their stage rows are never stored (their outputs are not written, and the special-value path
+ * reads clamped rows from global memory). Byte offsets from the first row stay below 2^32 (checked by the
+ * launches). Where every row starts 16-aligned (the aligned types: always; Q6_K and Q8_K where the
+ * weights start 16-aligned and a row is a multiple of 16 bytes, rows16: Q6_K nb a multiple of 8, Q8_K of
+ * 4): thread tid < RPR SC takes segment tid % SC of rows tid / SC + RPR k (RPR = NTH / SC rows a round),
+ * so its copy k is one per-thread base plus k times a fixed step, in global and shared memory alike: one
+ * 64-bit add a copy (a block's offset mod 16 is then its offset in its row mod 16, and its segments end
+ * at most at its row's end: SEG = ceil(BB / 16), and the last block of a row ends exactly at 16 SEG - BB
+ * past a 16-byte boundary). Else (rows not 16-aligned) copy e = tid + NTH k of the flat order (row e /
+ * SC, segment e % SC) computes its row's segment from the row's own offset mod 16, and a segment past the
+ * end of the weights (only ever the last block's) is copied byte by byte up to the end. The same bytes
+ * land either way. */
+template <int T, int NTH, int RR, int SC = ring_slot<T>() / 16>
+struct row_copies_grid {
+    static constexpr int BB = ring_bb<T>(), SEG = ring_slot<T>() / 16;
+    static constexpr bool ALIGNED = BB % 16 == 0;
+    static constexpr int RPR = NTH / SC, KG = (RR + RPR - 1) / RPR, KF = (RR * SC + NTH - 1) / NTH;
+    static_assert(SC <= SEG && RPR >= 1, "segments of a slot, one row a round at least");
+    const uint8_t *first, *end; /* the first row; the end of the weights */
+    size_t rb;                  /* bytes a row */
+    uint32_t first_lo;          /* the first row's offset mod 2^32 (for the offsets mod 16) */
+    uint32_t gofs, gdst;        /* grid: copy 0's offset from the first row's block and from the stage */
+    int grow, tid;              /* grid: copy 0's row (RR for the threads past RPR SC: none) */
+    bool grid;                  /* every row starts 16-aligned */
+    __device__ __forceinline__ row_copies_grid(const uint8_t *w, size_t rows, size_t nb, size_t row0, int tid_)
+        : first(w + row0 * nb * BB), end(w + rows * nb * BB), rb(nb * BB), first_lo((uint32_t)(row0 * nb * BB)), tid(tid_),
+          grid(ALIGNED || (((nb * BB) & 15) == 0 && ((uintptr_t)w & 15) == 0))
+    {
+        const int r = tid_ / SC, s = tid_ % SC;
+        grow = tid_ < RPR * SC ? r : RR;
+        gofs = (uint32_t)((size_t)r * rb) + 16u * (uint32_t)s;
+        gdst = 16u * (uint32_t)(r * SEG + s);
+    }
+    /* the thread's copies of the block at byte offset off of each row below lim into the stage at st */
+    __device__ __forceinline__ void copy_all(uint32_t st, size_t off, int lim) const
+    {
+        if (grid) {
+            const uint8_t *p = first + (ALIGNED ? off : off & ~(size_t)15) + gofs;
+#ifdef QG_CUDA_MUTANT_KQ_GRID_STEP
+            const size_t step = (size_t)(RPR - 1) * rb; /* a GPU-machine mutant: each round one row short */
+#else
+            const size_t step = (size_t)RPR * rb;
+#endif
+#pragma unroll
+            for (int k = 0; k < KG; k++)
+                if (grow + RPR * k < lim) cp_async16_s(st + gdst + 16u * (uint32_t)(RPR * SEG * k), p + (size_t)k * step);
+            return;
+        }
+#pragma unroll 1
+        for (int k = 0; k < KF; k++) {
+            const int e = tid + NTH * k, r = e / SC, s = e % SC;
+            if (r >= lim) break;
+            const uint32_t o = (uint32_t)((size_t)r * rb) + (uint32_t)off;
+            const uint8_t *q = first + (o - ((first_lo + o) & 15u)) + 16 * s;
+            const uint32_t dst = st + 16u * (uint32_t)(r * SEG + s);
+            if (q + 16 <= end) cp_async16_s(dst, q);
+            else
+                for (int i = 0; q + i < end; i++) asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(dst + i), "r"((uint32_t)q[i]) : "memory");
+        }
+    }
+};
 #endif
 
 template <int T, int NT, int PH, bool PART = false, int RWX = ring_rw(PH)>
@@ -1277,7 +1353,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
     constexpr int RW = RWX, BB = ring_bb<T>(), SLOT = ring_slot<T>(), SEG = SLOT / 16, W = wwords<T>::n, NC = NT * 8;
     constexpr int NTH = RW * 32, RING_ROWS = 16 * RW, WB = RING_ROWS * SLOT, STB = ring_stage_bytes<T, NT, PH, RW>();
     constexpr bool ALIGNED = BB % 16 == 0;
-    constexpr int KW = (RING_ROWS * SEG + NTH - 1) / NTH, KX = (NC * 32 + NTH - 1) / NTH; /* copies a thread and stage */
+    constexpr int KX = (NC * 32 + NTH - 1) / NTH; /* x copies a thread and stage */
     constexpr int RING_ST = ring_st<T, PH>();
     extern __shared__ __align__(16) unsigned char dyn_smem[];
     /* PH = 1: the CTA's 4 phase groups, each its own ring; tid, wid: the thread's and warp's place in its group */
@@ -1316,16 +1392,24 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
     }
     /* the thread's copies: the ring's rows (row_copies), and x segment e (column e / 32, halves 8 (e % 32) ..)
      * at WB + column XS + 8 (e % 32) halves */
-    using copies_t = row_copies<T, NTH, RING_ROWS, ring_copy16<T, NT, PH>()>;
+    /* Q8_K: the block's d and codes end 260 bytes past its start, which lies at most 12 bytes into its
+     * first 16-byte segment, so segments 17 and 18 (its bsums, which no product reads, and the next
+     * block's head) need no copy. Skipped in the partial CTAs at batch 1..8 only: H200, same run,
+     * 28672x8192 3-4% less time there, but batch 16 (both kernels) 9-15% more and 8192x28672 batch 1
+     * (PH = 1) 1.5% more */
+    constexpr int SC = T == QG_Q8_K && PART && NT == 1 ? (12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16 : SEG;
+    using copies_t = std::conditional_t<ring_grid<T, NT, PH>(), row_copies_grid<T, NTH, RING_ROWS, SC>,
+                                        row_copies_flat<T, NTH, RING_ROWS, ring_copy16<T, NT, PH>()>>;
     const copies_t wc(w, rows, nb, row0, tid);
-    static_assert(copies_t::KW == KW, "one copy count");
+    /* grid: the CTA's rows inside the weights (PART: of its 16 lt rows); flat (PART): the copies of its
+     * 16 lt rows, e < wlim */
+    const int wlim = ring_grid<T, NT, PH>() ? (int)min((size_t)(16 * lt), rows - row0) : 16 * lt * SEG;
     const __half *xsrc[KX];
 #pragma unroll
     for (int k = 0; k < KX; k++) {
         const int e = tid + NTH * k, c = e >> 5;
         xsrc[k] = x + (size_t)(c < batch ? c : 0) * cols + 8 * (e & 31);
     }
-    const int wlim = 16 * lt * SEG; /* PART: the copies of the CTA's 16 lt rows, e < wlim, run */
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(gsm);
     const uint32_t xdst = WB + (uint32_t)((tid >> 5) * XS * 2 + 16 * (tid & 31)); /* x segment tid; + k NTH / 32 columns */
     /* the copies run RING_ST - 1 super-blocks ahead through the CTA's sequence: its phases in order, each
@@ -1337,16 +1421,12 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
         const size_t sb = (size_t)phase(ipi) + 4 * (size_t)ik++, off = sb * BB; /* the super-block, its byte offset in a row */
         const uint32_t st = ring + (uint32_t)(islot * STB) + 16u * (uint32_t)tid;
         islot = islot == RING_ST - 1 ? 0 : islot + 1;
-        wc.copy_all(st, off, [&](int k) {
-            /* Q8_K: the block's d and codes end 260 bytes past its start, which lies at most 12
-             * bytes into its first 16-byte segment, so segments 17 and 18 (its bsums, which no
-             * product reads, and the next block's head) need no copy. Skipped in the partial
-             * CTAs at batch 1..8 only: H200, same run, 28672x8192 3-4% less time there, but
-             * batch 16 (both kernels) 9-15% more and 8192x28672 batch 1 (PH = 1) 1.5% more */
-            constexpr uint32_t Q8_USED = 16u * ((12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16);
-            if (T == QG_Q8_K && PART && NT == 1 && wc.seg[k] >= Q8_USED) return false;
-            return PART ? tid + NTH * k < wlim : k < KW - 1 || wc.last;
-        });
+        if constexpr (ring_grid<T, NT, PH>()) wc.copy_all(st - 16u * (uint32_t)tid, off, wlim);
+        else
+            wc.copy_all(st, off, [&](int k) {
+                if (T == QG_Q8_K && SC < SEG && (int)wc.seg[k] >= 16 * SC) return false; /* Q8_K's bsums: above */
+                return PART ? tid + NTH * k < wlim : k < copies_t::KW - 1 || wc.last;
+            });
         const size_t xo = sb * QK; /* its first activation */
 #pragma unroll
         for (int k = 0; k < KX; k++)
@@ -1535,7 +1615,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     constexpr int BB = ring_bb<T>(), SLOT = ring_slot<T>(), W = wwords<T>::n, MT = N / 8;
     constexpr int NTH = 128 * WG, RR = 64 * WG, WB = RR * SLOT, XB = wg_xbytes<T, N>(), STB = WB + XB;
     constexpr bool ALIGNED = BB % 16 == 0;
-    constexpr int KW = row_copies<T, NTH, RR, wg_fast<T>()>::KW, KX = (XB / 16 + NTH - 1) / NTH, ST = wg_stages<T, N, WG>();
+    constexpr int KX = (XB / 16 + NTH - 1) / NTH, ST = wg_stages<T, N, WG>();
     static_assert(ST >= 2 && STB % 16 == 0, "two stages of whole 16-byte pieces");
     extern __shared__ __align__(16) unsigned char dyn_smem[];
     const int tid = (int)threadIdx.x, wid = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -1543,7 +1623,9 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     const int col0 = (int)blockIdx.x * N;
     const uint8_t *const xig = xi + (size_t)blockIdx.x * nb * XB; /* the column group's pieces, super-block after super-block */
     auto count = [&](int p) { return (size_t)p < nb ? (int)((nb - (size_t)p + 3) / 4) : 0; };
-    const row_copies<T, NTH, RR, wg_fast<T>()> wc(w, rows, nb, row0, tid); /* the thread's copies of the CTA's rows */
+    using copies_t = std::conditional_t<wg_grid<T>(), row_copies_grid<T, NTH, RR>, row_copies_flat<T, NTH, RR, false>>;
+    const copies_t wc(w, rows, nb, row0, tid);          /* the thread's copies of the CTA's rows */
+    const int wlim = (int)min((size_t)RR, rows - row0); /* grid: those inside the weights */
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(dyn_smem);
     const int pb = PS == 4 ? 0 : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
     int islot = 0, ipi = pb, ik = 0, total = 0, icnt = count(pb);
@@ -1553,7 +1635,8 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
         const size_t sb = (size_t)ipi + 4 * (size_t)ik++, off = sb * BB;
         const uint32_t st = ring + (uint32_t)(islot * STB) + 16u * (uint32_t)tid;
         islot = islot == ST - 1 ? 0 : islot + 1;
-        wc.copy_all(st, off, [&](int k) { return k < KW - 1 || wc.last; });
+        if constexpr (wg_grid<T>()) wc.copy_all(st - 16u * (uint32_t)tid, off, wlim);
+        else wc.copy_all(st, off, [&](int k) { return k < copies_t::KW - 1 || wc.last; });
         const uint8_t *xs = xig + sb * XB + 16 * tid;
 #pragma unroll
         for (int k = 0; k < KX; k++)
