@@ -466,8 +466,9 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
     /* the ring groups are issued in order (0, 1, 2, ...), so every copy takes a running source pointer:
      * one add a chunk (the codes a group), the sz pointer moved only when the thread's group changes */
     const uint4 *wnext = wp;
-    const uint16_t *xnext = xrow_ok ? xp + (size_t)c0 * CHUNK : xp; /* rows past M: xp, never read */
-    const int xstep = xrow_ok ? CHUNK : 0;
+    /* rows past M walk row 0's chunks (in bounds; their copies read nothing), so every copy of a ring
+     * group is the group's pointer plus a constant */
+    const uint16_t *xnext = xp + (size_t)c0 * CHUNK;
     int zg = min((4 * c0 + zk) >> sh.gshift, sh.G - 1);
     const uint32_t *znext = szp + (size_t)zg * sh.Np;
     const size_t np = (size_t)sh.Np; /* words from one group's sz row to the next */
@@ -507,10 +508,16 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
                 for (int k = 0; k < B; k++) {
                     const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
                     if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wg + 32 * k, 16);
-                    cp_async4(b + off_z, zp[k]);
-                    if (xissue) cp_async16(b + off_x, xnext, xrow_ok ? 16 : 0);
-                    xnext += xstep;
+                    /* g = 128 from an even cb: this ring group runs pair_mma, which reads the sz words of
+                     * chunks 0 and 2 only (chunk 2q + 1's are chunk 2q's) */
+#ifdef QG_CUDA_MUTANT_INT4_SZ_SKIP
+                    if (PAIR != 2 || k == 0) cp_async4(b + off_z, zp[k]); /* a GPU-machine mutant: chunk 2's sz words too */
+#else
+                    if (PAIR != 2 || (k & 1) == 0) cp_async4(b + off_z, zp[k]);
+#endif
+                    if (xissue) cp_async16(b + off_x, xnext + k * CHUNK, xrow_ok ? 16 : 0);
                 }
+                xnext += B * CHUNK;
                 return;
             }
             if constexpr (PAIR == 2) { /* g = 128 from an odd chunk */
@@ -519,9 +526,9 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
                     const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
                     if (!QG_INT4_BULK) cp_async16(cdst + 16u * (32 * k + lane), wg + 32 * k, 16);
                     cp_async4(b + off_z, next_sz(cb + k));
-                    if (xissue) cp_async16(b + off_x, xnext, xrow_ok ? 16 : 0);
-                    xnext += xstep;
+                    if (xissue) cp_async16(b + off_x, xnext + k * CHUNK, xrow_ok ? 16 : 0);
                 }
+                xnext += B * CHUNK;
             }
             return;
         }
@@ -536,7 +543,7 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
                 const bool ok = xrow_ok && c * CHUNK + 32 * xh + 8 * xt < sh.K; /* else zero-filled */
                 cp_async16(b + off_x, ok ? (const void *)xnext : (const void *)xp, ok ? 16 : 0);
             }
-            xnext += xstep;
+            xnext += CHUNK;
         }
     };
 
