@@ -1140,20 +1140,23 @@ template <int T> __host__ __device__ constexpr int ring_slot() { return T == QG_
  * the same words either way, so a choice of speed alone, fixed at compile time (the branch costs where
  * it is compiled in). H200, same call, with the copies of 16-aligned rows: the ring kernel's Q6_K
  * instances of one column tile and four phase groups (8192 rows, batch 4..8) 4-6% less time, the
- * warpgroup kernel's Q6_K instances 5-7% less on 28672x8192 (batch 16..64); not taken in the ring
- * kernel's 7-warp CTAs (28672 rows, batch 4..8: 1.5% more) and two column tiles (8192 rows, batch 16). */
-/* Which instances take the grid copies (row_copies_grid) instead of the flat ones: H200, same call, the
- * ring kernel's one-column-tile instances of four phase groups (8192 rows: Q4_K batch 8 4-6% less time,
- * Q5_K batch 4 on 8192x28672 4%, Q8_K batch 8 on 8192x8192 3%) and its Q6_K 7-warp CTAs (28672 rows,
- * batch 4..8: 5%); the warpgroup kernel's Q4_K, Q6_K and Q8_K instances (Q6_K batch 32..64 2-8%, Q8_K batch
- * 64 2-5%, Q4_K batch 32 on 28672x8192 3%). Not taken: two column tiles in the ring kernel (8192x8192 batch
- * 16: Q8_K 12% more, Q5_K 6%), the ring kernel's 7- and 8-warp CTAs of the other types (28672 rows: Q8_K
- * 1-1.4% more at batch 1..8, Q5_K 1%, Q4_K 1%), the warpgroup kernel's Q5_K instances (batch 32 3-4% more). */
+ * warpgroup kernel's Q6_K instances 5-7% less on 28672x8192 (batch 16..64). Not taken in the ring
+ * kernel's 7-warp CTAs (28672 rows, batch 4..8: 1.5% more with the flat copies, 8.6% with the grid ones)
+ * and two column tiles (8192 rows, batch 16). */
+template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_a4() { return T == QG_Q6_K && PH == 1 && NT == 1; }
+template <int T> __host__ __device__ constexpr bool wg_fast() { return T == QG_Q6_K; }
+/* Which instances take the grid copies (row_copies_grid) instead of the flat ones, likewise a choice of
+ * speed alone: H200, same call, the ring kernel's one-column-tile instances of four phase groups (8192
+ * rows: Q4_K batch 8 4-6% less time, Q5_K batch 4 on 8192x28672 4%, Q8_K batch 8 on 8192x8192 3%) and
+ * its Q6_K 7-warp CTAs (28672 rows, batch 4..8: 5%); the warpgroup kernel's Q4_K, Q6_K and Q8_K instances
+ * (Q6_K batch 32..64 2-8%, Q8_K batch 64 2-5%, Q4_K batch 32 on 28672x8192 3%). Not taken: two column
+ * tiles in the ring kernel (8192x8192 batch 16: Q8_K 12% more, Q5_K 6%), the ring kernel's 7- and 8-warp
+ * CTAs of the other types (28672 rows: Q8_K 1-1.4% more at batch 1..8, Q5_K 1%, Q4_K 1%), the warpgroup
+ * kernel's Q5_K instances (batch 32: 3-4% more). The flat Q8_K instances copy 16-aligned rows by copy16
+ * (ring_copy16: 4-6% less time at batch 1..8 on 28672x8192 than the general flat copy). */
 template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_grid() { return NT == 1 && (PH == 1 || T == QG_Q6_K); }
 template <int T> __host__ __device__ constexpr bool wg_grid() { return T != QG_Q5_K; }
 template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_copy16() { return T == QG_Q8_K; }
-template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_a4() { return T == QG_Q6_K && PH == 1 && NT == 1; }
-template <int T> __host__ __device__ constexpr bool wg_fast() { return T == QG_Q6_K; }
 /* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
 __host__ __device__ constexpr int ring_rw(int ph) { return ph == 4 ? 8 : 4; }
 /* a stage: the ring's 16 RW row slots of one super-block, then its activations (NT 8 columns of XS halves) */
@@ -1278,21 +1281,21 @@ struct row_copies_flat {
 };
 
 /* Grid copies (row_copies_grid): row r's block, as SC 16-byte segments, lands at 16 (r SEG + s) of the
- * stage (s < SC): for the aligned types the block itself, else the 16-byte segments that cover it (the row's first at its block's offset
- * rounded down to 16). SC = SEG, or fewer where the kernel reads no byte of the segments after (Q8_K's
- * bsums). Rows at or past lim (the CTA's rows inside the weights, fewer for a partial CTA) are not
- * copied: their stage rows are never stored (their outputs are not written, and the special-value path
- * reads clamped rows from global memory). Byte offsets from the first row stay below 2^32 (checked by the
- * launches). Where every row starts 16-aligned (the aligned types: always; Q6_K and Q8_K where the
- * weights start 16-aligned and a row is a multiple of 16 bytes, rows16: Q6_K nb a multiple of 8, Q8_K of
- * 4): thread tid < RPR SC takes segment tid % SC of rows tid / SC + RPR k (RPR = NTH / SC rows a round),
- * so its copy k is one per-thread base plus k times a fixed step, in global and shared memory alike: one
- * 64-bit add a copy (a block's offset mod 16 is then its offset in its row mod 16, and its segments end
- * at most at its row's end: SEG = ceil(BB / 16), and the last block of a row ends exactly at 16 SEG - BB
- * past a 16-byte boundary). Else (rows not 16-aligned) copy e = tid + NTH k of the flat order (row e /
- * SC, segment e % SC) computes its row's segment from the row's own offset mod 16, and a segment past the
- * end of the weights (only ever the last block's) is copied byte by byte up to the end. The same bytes
- * land either way. */
+ * stage (s < SC): for the aligned types the block itself, else the 16-byte segments that cover it (the
+ * row's first at its block's offset rounded down to 16). SC = SEG, or fewer where the kernel reads no byte
+ * of the segments after (Q8_K's bsums). Rows at or past lim (the CTA's rows inside the weights, fewer for a
+ * partial CTA) are not copied: their stage rows are never stored (their outputs are not written, and the
+ * special-value path reads clamped rows from global memory). Byte offsets from the first row stay below
+ * 2^32 (checked by the launches). Where every row starts 16-aligned (the aligned types: always; Q6_K and
+ * Q8_K where the weights start 16-aligned and a row is a multiple of 16 bytes, rows16: Q6_K nb a multiple
+ * of 8, Q8_K of 4): thread tid < RPR SC takes segment tid % SC of rows tid / SC + RPR k (RPR = NTH / SC
+ * rows a round), so its copy k is one per-thread base plus k times a fixed step, in global and shared
+ * memory alike: one 64-bit add a copy (a block's offset mod 16 is then its offset in its row mod 16, and
+ * its segments end at most at its row's end: SEG = ceil(BB / 16), and the last block of a row ends exactly
+ * at 16 SEG - BB past a 16-byte boundary). Else (rows not 16-aligned) copy e = tid + NTH k of the flat
+ * order (row e / SC, segment e % SC) computes its row's segment from the row's own offset mod 16, and a
+ * segment past the end of the weights (only ever the last block's) is copied byte by byte up to the end.
+ * The same bytes land either way. */
 template <int T, int NTH, int RR, int SC = ring_slot<T>() / 16>
 struct row_copies_grid {
     static constexpr int BB = ring_bb<T>(), SEG = ring_slot<T>() / 16;
