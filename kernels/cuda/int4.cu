@@ -387,14 +387,15 @@ __device__ __forceinline__ void pair_mma_x(w4a16_acc<MT> &a, int qa, const uint4
 #endif
 }
 
-/* The ring kernel's pair: x at ring_x(W) of stages STG apart, the sz words in the stages' slots. */
+/* The ring kernel's pair, stages STG apart: zs the thread's sz slot (rows gr, gr + 8) and xs its x piece
+ * (half 0, row gr, t) in the pair's first stage. */
 template <int MT, int CPG, int W>
-__device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *st, const uint4 *cw, int warp, int gr, int t)
+__device__ __forceinline__ void pair_mma(w4a16_acc<MT> &a, int qa, const uint4 *zs, const uint4 *xs, const uint4 *cw)
 {
     constexpr int STG = ring_stage_u4(MT, W);
     if (a.cur >= 0) acc_flush<MT>(a);
-    const uint4 zA = st[RING_SZ + warp * 8 + gr], zB = st[CPG * STG + RING_SZ + warp * 8 + gr];
-    pair_mma_x<MT, CPG, STG, ring_x(W)>(a, qa, st, cw, zA.x, zA.y, zB.x, zB.y, gr, t);
+    const uint4 zA = zs[0], zB = zs[CPG * STG];
+    pair_mma_x<MT, CPG, STG, 0>(a, qa, xs, cw, zA.x, zA.y, zB.x, zB.y, 0, 0);
 }
 
 /* Warp tiles of one n-tile and MT <= 2 m-tiles, for M <= 16. At small M the time is the
@@ -481,7 +482,8 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
         return znext;
     };
     int islot = 0; /* the ring group the next issue fills: gi % NB, counted (groups are issued in order) */
-    auto issue_group = [&](int gi) { /* chunks c0 + B gi .. + B - 1 into ring group gi % NB */
+    /* first: gi == 0 (the prologue's first issue; every later one follows a whole ring group) */
+    auto issue_group = [&](int gi, bool first) { /* chunks c0 + B gi .. + B - 1 into ring group gi % NB */
         const int sl = islot, slot0 = sl * B, cb = c0 + gi * B;
         islot = sl == NB - 1 ? 0 : sl + 1;
         /* the warp's codes of the ring group, [warp][chunk][lane] */
@@ -498,12 +500,15 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
              * group g(cb) + k / 2 with g = 128 (PAIR 2; from an even cb), g(cb) + k with g = 64, g(cb) +
              * 2 k with g = 32 and g(cb) with g = K (one group): one lookup and constant steps of Np words */
             if (PAIR != 2 || (cb & 1) == 0) {
-                const uint32_t *const z0 = next_sz(cb);
+                /* g = 128 after a whole ring group (its last chunk in group g(cb) - 1): the next group's
+                 * words, Np on, without the lookup */
+                const bool step = PAIR == 2 && !first;
+                const uint32_t *const z0 = step ? znext + np : next_sz(cb);
                 const uint32_t *zp[B];
 #pragma unroll
                 for (int k = 0; k < B; k++) zp[k] = k == 0 ? z0 : PAIR == 2 ? (k & 1 ? zp[k - 1] : zp[k - 1] + np) : zp[k - 1] + zst;
                 znext = zp[B - 1];
-                zg = min((4 * (cb + B - 1) + zk) >> sh.gshift, sh.G - 1);
+                zg = step ? zg + 2 : min((4 * (cb + B - 1) + zk) >> sh.gshift, sh.G - 1);
 #pragma unroll
                 for (int k = 0; k < B; k++) {
                     const uint32_t b = b0 + (uint32_t)(k * STG) * 16u;
@@ -550,45 +555,53 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
     const int ng = (c1 - c0 + B - 1) / B;
 #pragma unroll
     for (int gi = 0; gi < NB - 1; gi++) {
-        if (gi < ng) issue_group(gi);
+        if (gi < ng) issue_group(gi, gi == 0);
         cp_async_commit();
     }
     int cslot = 0;       /* gi % NB, counted */
     uint32_t cphase = 0; /* (gi / NB) & 1, the parity of the slot's mbarrier phase */
+    /* in uint4 of the ring, for ring group cslot: the lane's codes of its first chunk (co), the thread's sz
+     * slot (zo) and x piece (xo: half 0, row gr, t) of its first stage; each moves one ring group on a
+     * group and back at the wrap (not recomputed from the slot and the thread's index every group) */
+    constexpr int CSTEP = W * B * 32, SSTEP = B * STG;
+    int co = warp * B * 32 + lane, zo = RING_CODES + RING_SZ + warp * 8 + gr, xo = RING_CODES + RING_X + gr * 4 + t;
     for (int gi = 0; gi < ng; gi++) {
         cp_async_wait<NB - 2>(); /* this thread's copies of group gi have landed */
         if (QG_INT4_BULK) mbar_wait(bars + 8u * (uint32_t)cslot, cphase); /* and its codes */
         __syncthreads(); /* everyone's have; and group gi - 1 is consumed by every warp */
-        if (gi + NB - 1 < ng) issue_group(gi + NB - 1);
+        if (gi + NB - 1 < ng) issue_group(gi + NB - 1, false);
         cp_async_commit();
-        const int slot0 = cslot * B;
         const int cf = c0 + gi * B;
-        const uint4 *cw = ring_smem + (cslot * W + warp) * B * 32 + lane; /* the lane's codes of chunk cf */
-        if (++cslot == NB) cslot = 0, cphase ^= 1u;
+        const uint4 *const cw = ring_smem + co, *const zs = ring_smem + zo, *const xs = ring_smem + xo;
+        if (++cslot == NB) {
+            cslot = 0, cphase ^= 1u;
+            co -= (NB - 1) * CSTEP, zo -= (NB - 1) * SSTEP, xo -= (NB - 1) * SSTEP;
+        } else {
+            co += CSTEP, zo += SSTEP, xo += SSTEP;
+        }
         /* PAIR: chunks a group, set on the host (0: g is not 64 or 128, and the kernel keeps its code).
          * g = 128 (gshift 3: chunks 2q, 2q + 1 form group q) where the ring group's four chunks are two
          * whole groups; g = 64 (chunk c is group c) as two pairs of groups */
         if (PAIR == 2 && B == 4 && (cf & 1) == 0 && cf + 3 < c1 && (cf >> 1) + 1 <= sh.G - 1) {
-            pair_mma<MT, 2, W>(acc, cf >> 1, stg + (size_t)slot0 * STG, cw, warp, gr, t);
+            pair_mma<MT, 2, W>(acc, cf >> 1, zs, xs, cw);
             continue;
         }
         if (PAIR == 1 && B == 4 && cf + 3 < c1 && cf + 3 <= sh.G - 1) {
-            pair_mma<MT, 1, W>(acc, cf, stg + (size_t)slot0 * STG, cw, warp, gr, t);
-            pair_mma<MT, 1, W>(acc, cf + 2, stg + (size_t)(slot0 + 2) * STG, cw + 64, warp, gr, t);
+            pair_mma<MT, 1, W>(acc, cf, zs, xs, cw);
+            pair_mma<MT, 1, W>(acc, cf + 2, zs + 2 * STG, xs + 2 * STG, cw + 64);
             continue;
         }
 #pragma unroll
         for (int k = 0; k < B; k++) {
             const int c = c0 + gi * B + k;
             if (c >= c1) break;
-            const uint4 *st = stg + (size_t)(slot0 + k) * STG;
             const uint4 w = cw[32 * k];
-            const uint4 zw = st[RING_SZ + warp * 8 + gr];
+            const uint4 zw = zs[k * STG];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 uint4 xc[MT];
 #pragma unroll
-                for (int i = 0; i < MT; i++) xc[i] = st[RING_X + (h * XR + 8 * i + gr) * 4 + t];
+                for (int i = 0; i < MT; i++) xc[i] = xs[k * STG + (h * XR + 8 * i) * 4];
                 half_mma<MT>(acc, c, h, w, zw, xc, sh);
             }
         }
