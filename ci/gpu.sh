@@ -51,6 +51,13 @@ if [ -n "$CS" ]; then
                 --error-exitcode 1 build/bin/test_kq_gemm cuda "${v#* }"
         done
     done
+    # The INT4 ring kernel (M <= 16) forced, in CTAs of 7 warps: the addresses it carries across ring
+    # groups, the copies it issues and its CTA barrier
+    timed "compute-sanitizer: the INT4 ring kernel, 7 warps a CTA (memcheck, racecheck)"
+    for tool in memcheck racecheck; do
+        QG_CUDA_INT4_WS=0 QG_CUDA_INT4_RING_W=7 "$CS" --tool "$tool" --kernel-name kns=w4a16_tc_ring_kernel --error-exitcode 1 \
+            build/bin/test_int4_cuda gemm
+    done
 else
     echo "compute-sanitizer not found: step skipped" >&2
 fi

@@ -503,7 +503,11 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
                 /* g = 128 after a whole ring group (its last chunk in group g(cb) - 1): the next group's
                  * words, Np on, without the lookup */
                 const bool step = PAIR == 2 && !first;
+#ifdef QG_CUDA_MUTANT_INT4_SZ_STEP
+                const uint32_t *const z0 = step ? znext + 2 * np : next_sz(cb); /* a GPU-machine mutant: one group too far */
+#else
                 const uint32_t *const z0 = step ? znext + np : next_sz(cb);
+#endif
                 const uint32_t *zp[B];
 #pragma unroll
                 for (int k = 0; k < B; k++) zp[k] = k == 0 ? z0 : PAIR == 2 ? (k & 1 ? zp[k - 1] : zp[k - 1] + np) : zp[k - 1] + zst;
