@@ -1156,7 +1156,7 @@ template <int T> __host__ __device__ constexpr bool wg_fast() { return T == QG_Q
  * (ring_copy16: 4-6% less time at batch 1..8 on 28672x8192 than the general flat copy). */
 template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_grid() { return NT == 1 && (PH == 1 || T == QG_Q6_K); }
 template <int T> __host__ __device__ constexpr bool wg_grid() { return T != QG_Q5_K; }
-template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_copy16() { return T == QG_Q8_K; }
+template <int T> __host__ __device__ constexpr bool ring_copy16() { return T == QG_Q8_K; }
 /* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
 __host__ __device__ constexpr int ring_rw(int ph) { return ph == 4 ? 8 : 4; }
 /* a stage: the ring's 16 RW row slots of one super-block, then its activations (NT 8 columns of XS halves) */
@@ -1203,6 +1203,19 @@ __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t,
 #endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+/* One 16-byte segment of a row whose start is not known to be 16-aligned: o the block's byte offset from
+ * the first row (at first, first_lo its offset mod 2^32), segoff the segment's place in the slot. The
+ * covering segment starts at the block's offset rounded down to 16; one past the end of the weights
+ * (only ever the last block's) is copied byte by byte up to the end. */
+__device__ __forceinline__ void copy_segment(uint32_t dst, const uint8_t *first, uint32_t first_lo, const uint8_t *end, uint32_t o,
+                                             uint32_t segoff)
+{
+    const uint8_t *p = first + (o - ((first_lo + o) & 15u)) + segoff;
+    if (p + 16 <= end) cp_async16_s(dst, p);
+    else
+        for (int i = 0; p + i < end; i++) asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(dst + i), "r"((uint32_t)p[i]) : "memory");
+}
+
 /* A CTA's copies of its rows' blocks of one super-block into a stage (the ring kernel and k_kq_gemm_wg),
  * two ways that land the same bytes; which one an instance compiles is a choice of speed alone
  * (ring_grid, wg_grid).
@@ -1245,13 +1258,7 @@ struct row_copies_flat {
     __device__ __forceinline__ void copy(int k, uint32_t dst, size_t off) const
     {
         if constexpr (ALIGNED) cp_async16_s(dst, src[k] + off);
-        else {
-            const uint32_t r = rel[k] + (uint32_t)off;
-            const uint8_t *p = first + (r - ((first_lo + r) & 15u)) + seg[k];
-            if (p + 16 <= end) cp_async16_s(dst, p);
-            else
-                for (int i = 0; p + i < end; i++) asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(dst + i), "r"((uint32_t)p[i]) : "memory");
-        }
+        else copy_segment(dst, first, first_lo, end, rel[k] + (uint32_t)off, seg[k]);
     }
     /* copy k where rows16 holds: the block's offset off rounded down to 16 (off16) */
     __device__ __forceinline__ void copy16(int k, uint32_t dst, uint32_t off16) const
@@ -1336,12 +1343,7 @@ struct row_copies_grid {
         for (int k = 0; k < KF; k++) {
             const int e = tid + NTH * k, r = e / SC, s = e % SC;
             if (r >= lim) break;
-            const uint32_t o = (uint32_t)((size_t)r * rb) + (uint32_t)off;
-            const uint8_t *q = first + (o - ((first_lo + o) & 15u)) + 16 * s;
-            const uint32_t dst = st + 16u * (uint32_t)(r * SEG + s);
-            if (q + 16 <= end) cp_async16_s(dst, q);
-            else
-                for (int i = 0; q + i < end; i++) asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(dst + i), "r"((uint32_t)q[i]) : "memory");
+            copy_segment(st + 16u * (uint32_t)(r * SEG + s), first, first_lo, end, (uint32_t)((size_t)r * rb) + (uint32_t)off, 16u * (uint32_t)s);
         }
     }
 };
@@ -1402,7 +1404,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
      * (PH = 1) 1.5% more */
     constexpr int SC = T == QG_Q8_K && PART && NT == 1 ? (12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16 : SEG;
     using copies_t = std::conditional_t<ring_grid<T, NT, PH>(), row_copies_grid<T, NTH, RING_ROWS, SC>,
-                                        row_copies_flat<T, NTH, RING_ROWS, ring_copy16<T, NT, PH>()>>;
+                                        row_copies_flat<T, NTH, RING_ROWS, ring_copy16<T>()>>;
     const copies_t wc(w, rows, nb, row0, tid);
     /* grid: the CTA's rows inside the weights (PART: of its 16 lt rows); flat (PART): the copies of its
      * 16 lt rows, e < wlim */
