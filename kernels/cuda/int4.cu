@@ -482,8 +482,7 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
         return znext;
     };
     int islot = 0; /* the ring group the next issue fills: gi % NB, counted (groups are issued in order) */
-    /* first: gi == 0 (the prologue's first issue; every later one follows a whole ring group) */
-    auto issue_group = [&](int gi, bool first) { /* chunks c0 + B gi .. + B - 1 into ring group gi % NB */
+    auto issue_group = [&](int gi) { /* chunks c0 + B gi .. + B - 1 into ring group gi % NB */
         const int sl = islot, slot0 = sl * B, cb = c0 + gi * B;
         islot = sl == NB - 1 ? 0 : sl + 1;
         /* the warp's codes of the ring group, [warp][chunk][lane] */
@@ -500,9 +499,9 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
              * group g(cb) + k / 2 with g = 128 (PAIR 2; from an even cb), g(cb) + k with g = 64, g(cb) +
              * 2 k with g = 32 and g(cb) with g = K (one group): one lookup and constant steps of Np words */
             if (PAIR != 2 || (cb & 1) == 0) {
-                /* g = 128 after a whole ring group (its last chunk in group g(cb) - 1): the next group's
-                 * words, Np on, without the lookup */
-                const bool step = PAIR == 2 && !first;
+                /* g = 128 after a whole ring group (every ring group but the first follows one; its last
+                 * chunk is in group g(cb) - 1): the next group's words, Np on, without the lookup */
+                const bool step = PAIR == 2 && gi > 0;
 #ifdef QG_CUDA_MUTANT_INT4_SZ_STEP
                 const uint32_t *const z0 = step ? znext + 2 * np : next_sz(cb); /* a GPU-machine mutant: one group too far */
 #else
@@ -559,7 +558,7 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
     const int ng = (c1 - c0 + B - 1) / B;
 #pragma unroll
     for (int gi = 0; gi < NB - 1; gi++) {
-        if (gi < ng) issue_group(gi, gi == 0);
+        if (gi < ng) issue_group(gi);
         cp_async_commit();
     }
     int cslot = 0;       /* gi % NB, counted */
@@ -573,7 +572,7 @@ __global__ void __launch_bounds__(W * 32, W == WARPS ? 4 : 2) w4a16_tc_ring_kern
         cp_async_wait<NB - 2>(); /* this thread's copies of group gi have landed */
         if (QG_INT4_BULK) mbar_wait(bars + 8u * (uint32_t)cslot, cphase); /* and its codes */
         __syncthreads(); /* everyone's have; and group gi - 1 is consumed by every warp */
-        if (gi + NB - 1 < ng) issue_group(gi + NB - 1, false);
+        if (gi + NB - 1 < ng) issue_group(gi + NB - 1);
         cp_async_commit();
         const int cf = c0 + gi * B;
         const uint4 *const cw = ring_smem + co, *const zs = ring_smem + zo, *const xs = ring_smem + xo;
