@@ -1840,13 +1840,17 @@ __global__ void k_kq_wg_join(const float *__restrict__ part, size_t n, float *y3
 
 /* Row tiles per warp of the staged kernel: 2, except Q5_K at batch 1..8 (one tile: its two-tile kernel
  * needs 168-179 registers there and measured 1.28-1.44x cuBLAS fp16 at batch 1 on an H100 against
- * 1.65-1.81x with one) and Q6_K at batch 9..16 (one tile: 8-12% faster on an H200; with two it needs
- * more than 255 registers and spills). QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at every batch, 1 or 2 pins the tiles
- * (a tuning knob: every value gives the same bits). */
-int staged_tiles(qg_ktype t, size_t batch)
+ * 1.65-1.81x with one), Q6_K at batch 9..16 (one tile: 8-12% faster on an H200; with two it needs
+ * more than 255 registers and spills), and every type on fewer rows than 32 a block fill the SMs with
+ * (4096 rows make 128 blocks of two tiles a warp for 132 SMs, leaving SMs idle; one tile a warp makes 256:
+ * H200, same call, 4096x14336 at batch 1 Q4_K 25.2 -> 20.8 us, Q6_K 38.4 -> 29.1 us; from 8192 rows on
+ * two tiles stay ahead for Q4_K, 28672x8192 61 against 65 us). QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at
+ * every batch, 1 or 2 pins the tiles (a tuning knob: every value gives the same bits). */
+int staged_tiles(qg_ktype t, size_t batch, size_t rows)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
+    if ((rows + 31) / 32 < (size_t)qg_cuda_sm_count()) return 1;
     return (t == QG_Q5_K && batch <= 8) || (t == QG_Q6_K && batch > 8) ? 1 : 2;
 }
 
@@ -2219,7 +2223,7 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     static const int optin = smem_optin();
     const size_t nb = cols / QK, bb = qg_kq_block_bytes((qg_ktype)T);
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch);
+    const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch, rows);
     if (getenv("QG_CUDA_KQ_MMA_TILES") == nullptr) {
         const int rc = launch_wg<T>(w, rows, nb, x, cols, B, y32, y16, s);
         if (rc >= 0) return rc;
