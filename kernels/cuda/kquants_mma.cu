@@ -1992,11 +1992,14 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
  * 4..16, every type), while 8192 rows (128 CTAs) and more keep the ring ahead. So the ring runs where its
  * PH = 1 CTAs number at least three quarters of the SMs (PH = 4 is only chosen where even its larger
  * CTAs fill more, so the test covers it),
- * except Q8_K at batch 9..16, whose staged kernel measured 5-10% slower than the ring on those shapes,
- * or where QG_CUDA_KQ_RING_MIN or _PH pin it. Which kernel runs never changes an output's bits. */
+ * except Q8_K at batch 9..16, whose staged kernel of two row tiles a warp measured 5-10% slower than the
+ * ring on those shapes (the ring still runs there where the staged kernel's two-tile blocks fill the SMs;
+ * where they do not, staged_tiles gives it one tile a warp, and that measured 40-43% faster than the ring
+ * on 2048x8192 and 6-20% on 4096x4096, H200, same call), or where QG_CUDA_KQ_RING_MIN or _PH pin it.
+ * Which kernel runs never changes an output's bits. */
 bool ring_fills(qg_ktype t, int batch, size_t rows, const ring_cfg &c)
 {
-    return c.pinned || (t == QG_Q8_K && batch > 8) || 4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms);
+    return c.pinned || (t == QG_Q8_K && batch > 8 && (rows + 31) / 32 >= (size_t)c.sms) || 4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms);
 }
 
 /* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */
