@@ -1846,11 +1846,13 @@ __global__ void k_kq_wg_join(const float *__restrict__ part, size_t n, float *y3
  * H200, same call, 4096x14336 at batch 1 Q4_K 25.2 -> 20.8 us, Q6_K 38.4 -> 29.1 us; from 8192 rows on
  * two tiles stay ahead for Q4_K, 28672x8192 61 against 65 us). QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at
  * every batch, 1 or 2 pins the tiles (a tuning knob: every value gives the same bits). */
+/* Whether the staged kernel's blocks of two row tiles a warp (32 rows) number at least the SMs. */
+bool two_tiles_fill(size_t rows, int sms) { return (rows + 31) / 32 >= (size_t)sms; }
 int staged_tiles(qg_ktype t, size_t batch, size_t rows)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
-    if ((rows + 31) / 32 < (size_t)qg_cuda_sm_count()) return 1;
+    if (!two_tiles_fill(rows, qg_cuda_sm_count())) return 1;
     return (t == QG_Q5_K && batch <= 8) || (t == QG_Q6_K && batch > 8) ? 1 : 2;
 }
 
@@ -1995,11 +1997,11 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
  * except Q8_K at batch 9..16, whose staged kernel of two row tiles a warp measured 5-10% slower than the
  * ring on those shapes (the ring still runs there where the staged kernel's two-tile blocks fill the SMs;
  * where they do not, staged_tiles gives it one tile a warp, and that measured 40-43% faster than the ring
- * on 2048x8192 and 6-20% on 4096x4096, H200, same call), or where QG_CUDA_KQ_RING_MIN or _PH pin it.
+ * on 2048x8192 and 3-20% on 4096x4096, H200, same call), or where QG_CUDA_KQ_RING_MIN or _PH pin it.
  * Which kernel runs never changes an output's bits. */
 bool ring_fills(qg_ktype t, int batch, size_t rows, const ring_cfg &c)
 {
-    return c.pinned || (t == QG_Q8_K && batch > 8 && (rows + 31) / 32 >= (size_t)c.sms) || 4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms);
+    return c.pinned || (t == QG_Q8_K && batch > 8 && two_tiles_fill(rows, c.sms)) || 4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms);
 }
 
 /* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */

@@ -7,7 +7,7 @@ if(QG_HAVE_CUDA)
   qg_add_test(NAME gpu.kq_gemm.cuda LABELS gpu COMMAND test_kq_gemm cuda)
   # QG_CUDA_KQ_MMA_TILES pins the kernel (0: k_kq_gemm at every batch; 1 or 2: the staged kernel with
   # one or two row tiles a warp; the default above mixes 1 and 2 by type, batch and rows, and on a GPU of
-  # more than 31 SMs takes 1 on every shape of this test, so tiles2 keeps the two-tile kernel tested): every setting must
+  # more than 32 SMs takes 1 on every shape of this test, so tiles2 keeps the two-tile kernel tested): every setting must
   # give the reference's bound and the same bits at every batch, so each runs the whole test. QG_CUDA_KQ_MMA_COLGROUPS=0 takes batch 17..32 through
   # k_kq_gemm instead of the staged kernel's column-group blocks.
   foreach(tiles 0 1 2)
