@@ -1838,6 +1838,9 @@ __global__ void k_kq_wg_join(const float *__restrict__ part, size_t n, float *y3
     if (y16) y16[i] = f32_to_f16_bits(v);
 }
 
+/* Whether the staged kernel's blocks of two row tiles a warp (32 rows) number at least the SMs. */
+bool two_tiles_fill(size_t rows, int sms) { return (rows + 31) / 32 >= (size_t)sms; }
+
 /* Row tiles per warp of the staged kernel: 2, except Q5_K at batch 1..8 (one tile: its two-tile kernel
  * needs 168-179 registers there and measured 1.28-1.44x cuBLAS fp16 at batch 1 on an H100 against
  * 1.65-1.81x with one), Q6_K at batch 9..16 (one tile: 8-12% faster on an H200; with two it needs
@@ -1846,8 +1849,6 @@ __global__ void k_kq_wg_join(const float *__restrict__ part, size_t n, float *y3
  * H200, same call, 4096x14336 at batch 1 Q4_K 25.2 -> 20.8 us, Q6_K 38.4 -> 29.1 us; from 8192 rows on
  * two tiles stay ahead for Q4_K, 28672x8192 61 against 65 us). QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at
  * every batch, 1 or 2 pins the tiles (a tuning knob: every value gives the same bits). */
-/* Whether the staged kernel's blocks of two row tiles a warp (32 rows) number at least the SMs. */
-bool two_tiles_fill(size_t rows, int sms) { return (rows + 31) / 32 >= (size_t)sms; }
 int staged_tiles(qg_ktype t, size_t batch, size_t rows)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
