@@ -171,17 +171,23 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
  * of rows g and g+8 in both halves. sc q comes from one fused fp16 op, fma(1024 + q, sc, -1024 sc): an
  * fma rounds its exact result once, and q sc is representable, so it is exact (the product alone may
  * pass fp16's largest finite value for Q5_K; an fma has no intermediate rounding or overflow). */
-template <int T>
+template <int T, bool HI16 = T == QG_Q4_K>
 __device__ __forceinline__ void q45_frags(uint32_t qa0, uint32_t qa1, uint32_t qb0, uint32_t qb1, uint32_t qha0, uint32_t qha1,
                                           uint32_t qhb0, uint32_t qhb1, int j, uint32_t sa2, uint32_t sb2, uint32_t (&A)[2][4])
 {
     const int hi = j & 1;
     const uint32_t qa[2] = {qa0, qa1}, qb[2] = {qb0, qb1}, qha[2] = {qha0, qha1}, qhb[2] = {qhb0, qhb1};
-    const uint32_t na2 = hmul_bits(sa2, 0xE400E400u), nb2 = hmul_bits(sb2, 0xE400E400u); /* -1024 sc, exact */
+    /* -1024 times the scale pair, exact: -1024 sc, or -64 sc for high nibbles in place (scale sc / 16) */
+    const uint32_t na2 = hmul_bits(sa2, 0xE400E400u), nb2 = hmul_bits(sb2, 0xE400E400u);
+    /* HI16 (Q4_K only): the high nibbles stay in place, one shift a word fewer. Byte 16 q makes the fp16
+     * 1024 + 16 q, and (1024 + 16 q) (sc / 16) - 64 sc = q sc, one fused rounding of an exact value, as
+     * (1024 + q) sc - 1024 sc is for the low ones: the same A fragments either way. */
+    static_assert(!HI16 || T == QG_Q4_K, "Q5_K's fifth bit does not fit above a nibble in place");
+    constexpr bool in_place = HI16;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        uint32_t va = hi ? (qa[h] >> 4) & 0x0F0F0F0Fu : qa[h] & 0x0F0F0F0Fu;
-        uint32_t vb = hi ? (qb[h] >> 4) & 0x0F0F0F0Fu : qb[h] & 0x0F0F0F0Fu;
+        uint32_t va = hi ? (in_place ? qa[h] & 0xF0F0F0F0u : (qa[h] >> 4) & 0x0F0F0F0Fu) : qa[h] & 0x0F0F0F0Fu;
+        uint32_t vb = hi ? (in_place ? qb[h] & 0xF0F0F0F0u : (qb[h] >> 4) & 0x0F0F0F0Fu) : qb[h] & 0x0F0F0F0Fu;
         if constexpr (T == QG_Q5_K) {
             va |= ((qha[h] >> j) & 0x01010101u) << 4;
             vb |= ((qhb[h] >> j) & 0x01010101u) << 4;
@@ -193,11 +199,30 @@ __device__ __forceinline__ void q45_frags(uint32_t qa0, uint32_t qa1, uint32_t q
     }
 }
 
-/* Q4_K/Q5_K sub-block j of rows a and b: the scales (sa2, sb2), fp16 pairs. */
+/* Byte i of v, u < 64, as the fp16 pair u / 16: (1024 + u) / 16 - 64 in one fused step, exact (u / 16 has
+ * at most 6 significant bits). */
+__device__ __forceinline__ uint32_t byte_pair_h2_16th(uint32_t v, int i)
+{
+    return hfma_bits(__byte_perm(v, k64(), 0x4040u + 0x0101u * (uint32_t)i), 0x2C002C00u, 0xD400D400u);
+}
+
+/* Q4_K/Q5_K sub-block j of rows a and b: the scales (sa2, sb2), fp16 pairs: sc, or sc / 16 for the odd
+ * sub-blocks with HI16 (Q4_K's high nibbles, which q45_frags<T, true> takes in place as 16 q). */
+template <int T, bool HI16 = T == QG_Q4_K>
 __device__ __forceinline__ void q45_scales(const q45_sm &a, const q45_sm &b, int j, uint32_t &sa2, uint32_t &sb2)
 {
-    sa2 = byte_pair_h2(j < 4 ? a.sc_lo : a.sc_hi, j & 3);
-    sb2 = byte_pair_h2(j < 4 ? b.sc_lo : b.sc_hi, j & 3);
+    const uint32_t va = j < 4 ? a.sc_lo : a.sc_hi, vb = j < 4 ? b.sc_lo : b.sc_hi;
+#ifdef QG_CUDA_MUTANT_KQ_Q4_HI_SCALE
+    if (false) { /* a GPU-machine mutant: the high nibbles, taken in place as 16 q, keep the scale sc */
+#else
+    if (HI16 && (j & 1)) {
+#endif
+        sa2 = byte_pair_h2_16th(va, j & 3);
+        sb2 = byte_pair_h2_16th(vb, j & 3);
+    } else {
+        sa2 = byte_pair_h2(va, j & 3);
+        sb2 = byte_pair_h2(vb, j & 3);
+    }
 }
 
 /* The min term, S2 = sum_k m_k x_k = sum_j m_j X_j with X_j = sum of the 32 activations of sub-block j.
@@ -463,7 +488,7 @@ __device__ __forceinline__ void superblock(const uint8_t *pa, const uint8_t *pb,
         for (int j = 0; j < 8; j++) {
             const int c = j >> 1;
             uint32_t A[2][4], sa2, sb2;
-            q45_scales(sma, smb, j, sa2, sb2);
+            q45_scales<T>(sma, smb, j, sa2, sb2);
             q45_frags<T>(qa[c][0], qa[c][1], qb[c][0], qb[c][1], qha[0], qha[1], qhb[0], qhb[1], j, sa2, sb2, A);
 #pragma unroll
             for (int n = 0; n < NT; n++) {
@@ -765,6 +790,12 @@ template <int T, int CG> __host__ __device__ constexpr bool sum_flags()
     return T == QG_Q4_K || T == QG_Q5_K || CG > 1;
 }
 
+/* Q4_K's high nibbles in place (q45_frags) in the staged and ring kernels: everywhere but the staged
+ * kernel's two tiles a warp at batch 1..8 (NT = 1, R = 2), where the scale pairs it adds take the kernel
+ * from 141 to 143 registers and measured 1.2% slower on 28672x8192 at batch 1 (H200, same call); at
+ * batch 16 (the warpgroup kernel, which always takes them) 2-3% faster. Same bits either way. */
+template <int T, int NT, int R> __host__ __device__ constexpr bool q4_hi16() { return T == QG_Q4_K && !(NT == 1 && R == 2); }
+
 /* One super-block of the warp's R row tiles (words va/vb of rows g and g+8 of each tile) against the NT
  * column tiles staged at xs: the operations of superblock() above, per output in the same order.
  * Bit 4n + i of xsp[r] is set where output (r, n, i)'s column holds an inf or NaN in this super-block,
@@ -826,9 +857,9 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 uint32_t A[2][4], sa2, sb2;
-                q45_scales(sma[r], smb[r], j, sa2, sb2);
+                q45_scales<T, q4_hi16<T, NT, R>()>(sma[r], smb[r], j, sa2, sb2);
                 /* Q4_K has no qh words: the last two arguments are unused there */
-                q45_frags<T>(va[r][4 + 2 * c], va[r][5 + 2 * c], vb[r][4 + 2 * c], vb[r][5 + 2 * c], va[r][wwords<T>::n - 2],
+                q45_frags<T, q4_hi16<T, NT, R>()>(va[r][4 + 2 * c], va[r][5 + 2 * c], vb[r][4 + 2 * c], vb[r][5 + 2 * c], va[r][wwords<T>::n - 2],
                              va[r][wwords<T>::n - 1], vb[r][wwords<T>::n - 2], vb[r][wwords<T>::n - 1], j, sa2, sb2, A);
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
@@ -1732,7 +1763,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
                     if constexpr (wg_xparts<T>()) {
                         const int c = j >> 1;
                         uint32_t sa2, sb2;
-                        q45_scales(sma, smb, j, sa2, sb2);
+                        q45_scales<T>(sma, smb, j, sa2, sb2);
                         q45_frags<T>(va[4 + 2 * c], va[5 + 2 * c], vb[4 + 2 * c], vb[5 + 2 * c], va[W - 2], va[W - 1], vb[W - 2], vb[W - 1], j, sa2,
                                      sb2, A);
                     } else if constexpr (T == QG_Q8_K) {
