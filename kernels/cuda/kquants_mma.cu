@@ -2182,7 +2182,8 @@ int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
 /* Batch 17..64 on the warpgroup kernel: columns in groups of 32 (or one group of 64 with
  * QG_CUDA_KQ_WG_N=64); batch 9..16 where first_batch allows, one group of 16. CTAs of two warpgroups (128
  * rows; Q6_K one). Where CTAs walking all four phases make one
- * wave that fills at least 3/4 of the CTA slots (two an SM: 28672 rows at batch <= 32), each does so;
+ * wave that fills at least 3/4 of the CTA slots (two an SM: 28672 rows at batch <= 32), each does so
+ * (but for Q4_K and Q5_K at batch 9..16);
  * else every CTA walks one phase and k_kq_wg_join adds the four phase sums. H200, same run, Q4_K and
  * Q8_K, batch 32 and 64: one phase a CTA took 0.25-0.6x the time of all four on 8192 and 4096 rows and
  * 4-6% less on 28672 rows at batch 64, the same (Q4_K) or 10% more (Q8_K) on 28672 rows at batch 32; CTAs
@@ -2207,7 +2208,10 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
         const int wg = k.rows != 0 && n != 16 ? k.rows / 64 : wg_def;
         const size_t ctas4 = (size_t)groups * ((rows + 64 * wg - 1) / (64 * wg)); /* CTAs walking all four phases */
         const size_t slots = sms * (size_t)(n == 16 ? wg_ctas<T, 16, wg_def>() : wg == 2 ? wg_ctas<T, 32, 2>() : wg_ctas<T, 32, 1>());
-        const int ps = k.ps != 0 ? k.ps : 4 * ctas4 >= 3 * slots && ctas4 <= slots ? 4 : 1;
+        /* Q4_K and Q5_K in one group of 16 take one phase a CTA even there (H200, same call, 28672x8192 at
+         * batch 9, 12 and 16: Q4_K 1.5-3.3% and Q5_K 2.7-4.1% less time; Q8_K 4.7-6.9% more, it keeps them) */
+        const bool ps4 = 4 * ctas4 >= 3 * slots && ctas4 <= slots && !(n == 16 && (T == QG_Q4_K || T == QG_Q5_K));
+        const int ps = k.ps != 0 ? k.ps : ps4 ? 4 : 1;
         /* the copies keep a CTA's byte offsets in 32 bits; the grid's y dimension holds the row blocks */
         if (128 * nb * (size_t)ring_bb<T>() >= ((size_t)1 << 32) || (rows + 63) / 64 > 65535) return -1;
         if (wg_stages<T, N64, 2>() * wg_stage_bytes<T, N64, 2>() > optin) return -1;
