@@ -2106,8 +2106,8 @@ wg_knobs wg_config()
     return k;
 }
 
-/* The smallest batch the warpgroup kernel takes: 9 (one group of 16 columns) on at least 16384 rows or
- * with K >= 12288 (Q6_K: on at least 16384 rows, or on at most 4096 rows with K >= 12288), else 17; 17
+/* The smallest batch the warpgroup kernel takes: 9 (one group of 16 columns) on at least 16384 rows (Q6_K
+ * and Q8_K: 12288) or with K >= 12288 (Q6_K: on at most 4096 rows with K >= 12288), else 17; 17
  * wherever QG_CUDA_KQ_RING_MIN/_PH pin the ring kernel. H200, same run, batch 12 and 16 against the
  * previous choice (the ring or staged kernel, or this one with a zero-padded group of 32): 28672x8192 10% less time (Q4_K, Q5_K), 14% (Q6_K), within 1% (Q8_K); 8192x28672
  * 11-12% less (Q4_K, Q5_K), 3% (Q8_K), 6% more (Q6_K, whose 64-row CTAs make 1.3 waves there); 4096x14336
@@ -2118,7 +2118,10 @@ int first_batch(const wg_knobs &k, qg_ktype t, size_t rows, size_t nb)
     if (k.min_batch != 0) return k.min_batch;
     if (ring_config().pinned) return 17;
     const bool long_k = nb >= 48;
-    return rows >= 16384 || (t == QG_Q6_K ? rows <= 4096 && long_k : long_k) ? 9 : 17;
+    /* Q6_K and Q8_K from 12288 rows (H200, same call, 14336x4096 at batch 9..16: Q6_K 7-9%, Q8_K 4-8% less
+     * time than the ring kernel; Q4_K and Q5_K 1-4% more there; on 8192x8192 Q4_K..Q6_K more, Q8_K the same) */
+    const bool many_rows = rows >= 16384 || ((t == QG_Q6_K || t == QG_Q8_K) && rows >= 12288);
+    return many_rows || (t == QG_Q6_K ? rows <= 4096 && long_k : long_k) ? 9 : 17;
 }
 
 /* Stream-ordered device memory from a pool of the library's own on the current device, whose release
