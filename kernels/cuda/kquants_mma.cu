@@ -1872,20 +1872,23 @@ __global__ void k_kq_wg_join(const float *__restrict__ part, size_t n, float *y3
 /* Whether the staged kernel's blocks of two row tiles a warp (32 rows) number at least the SMs. */
 bool two_tiles_fill(size_t rows, int sms) { return (rows + 31) / 32 >= (size_t)sms; }
 
-/* Row tiles per warp of the staged kernel: 2, except Q5_K at batch 1..8 (one tile: its two-tile kernel
- * needs 168-179 registers there and measured 1.28-1.44x cuBLAS fp16 at batch 1 on an H100 against
- * 1.65-1.81x with one), Q6_K at batch 9..16 (one tile: 8-12% faster on an H200; with two it needs
- * more than 255 registers and spills), and every type on fewer rows than 32 a block fill the SMs with
- * (4096 rows make 128 blocks of two tiles a warp for 132 SMs, leaving SMs idle; one tile a warp makes 256:
- * H200, same call, 4096x14336 at batch 1 Q4_K 25.2 -> 20.8 us, Q6_K 38.4 -> 29.1 us; from 8192 rows on
- * two tiles stay ahead for Q4_K, 28672x8192 61 against 65 us). QG_CUDA_KQ_MMA_TILES = 0 runs k_kq_gemm at
- * every batch, 1 or 2 pins the tiles (a tuning knob: every value gives the same bits). */
-int staged_tiles(qg_ktype t, size_t batch, size_t rows)
+/* Row tiles per warp of the staged kernel: 2, except Q6_K at batch 9..16 (one tile: 8-12% faster on an
+ * H200; with two it needs more than 255 registers and spills), every type on fewer rows than 32 a block
+ * fill the SMs with (4096 rows make 128 blocks of two tiles a warp for 132 SMs, leaving SMs idle; one tile
+ * a warp makes 256: H200, same call, 4096x14336 at batch 1 Q4_K 25.2 -> 20.8 us, Q6_K 38.4 -> 29.1 us; from
+ * 8192 rows on two tiles stay ahead for Q4_K, 28672x8192 61 against 65 us), and every type with K below
+ * 8192 (a warp's phase then holds at most 3 super-blocks and the block's fixed costs weigh more: H200, one
+ * call, 14336x4096 at batch 1 Q4_K 24.2 -> 21.1 us, Q6_K 32.1 -> 28.3 us). Q5_K at batch 1..8 took one
+ * tile everywhere after an H100 measurement of an earlier kernel (168-179 registers, 1.28-1.44x cuBLAS
+ * fp16 at batch 1 against 1.65-1.81x with one); its kernel now takes 166, three blocks an SM, and two tiles
+ * measured faster on the H200 (8192x28672 batch 1 74.9 -> 65.5 us, 28672x8192 74.5 -> 70.1). QG_CUDA_KQ_MMA_TILES
+ * = 0 runs k_kq_gemm at every batch, 1 or 2 pins the tiles (a tuning knob: every value gives the same bits). */
+int staged_tiles(qg_ktype t, size_t batch, size_t rows, size_t nb)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
-    if (!two_tiles_fill(rows, qg_cuda_sm_count())) return 1;
-    return (t == QG_Q5_K && batch <= 8) || (t == QG_Q6_K && batch > 8) ? 1 : 2;
+    if (!two_tiles_fill(rows, qg_cuda_sm_count()) || nb < 32) return 1;
+    return t == QG_Q6_K && batch > 8 ? 1 : 2;
 }
 
 /* Column groups for batch 17..32 (QG_CUDA_KQ_MMA_COLGROUPS = 0: k_kq_gemm there, as before the groups
@@ -1936,9 +1939,11 @@ struct ring_cfg {
 ring_cfg ring_config()
 {
     static const ring_cfg c = [] {
-        /* from batch 8 (Q4_K), 4 (Q5_K, Q6_K), 1 (Q8_K): where it measured faster than the staged kernel on
-         * the standard shapes (H200; Q4_K at 1..4 and Q5_K/Q6_K at 1..2 were up to 7% slower on 28672x8192) */
-        ring_cfg r = {false, false, {8, 4, 4, 1}, 0, 0};
+        /* from batch 8 (Q4_K), 4 (Q5_K), 1 (Q6_K, Q8_K): where it measured faster than the staged kernel on
+         * the standard shapes (H200; Q4_K at 1..4 and Q5_K at 1..2 were up to 7% slower on 28672x8192; Q6_K
+         * at 1..2 6-12% faster on 8192x8192 and 8192x28672, 2% on 28672x8192, but with K below 8192 it
+         * keeps batch 4: launch_t) */
+        ring_cfg r = {false, false, {8, 4, 1, 1}, 0, 0};
         int dev = 0, major = 0;
         if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
             r.sm90 = major == 9;
@@ -2267,7 +2272,7 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     static const int optin = smem_optin();
     const size_t nb = cols / QK, bb = qg_kq_block_bytes((qg_ktype)T);
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch, rows);
+    const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch, rows, nb);
     if (getenv("QG_CUDA_KQ_MMA_TILES") == nullptr) {
         const int rc = launch_wg<T>(w, rows, nb, x, cols, B, y32, y16, s);
         if (rc >= 0) return rc;
@@ -2275,7 +2280,10 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     {
         const ring_cfg rc = ring_config();
         /* the ring kernel keeps a ring's byte offsets (128 rows) in 32 bits */
-        if (rc.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= rc.min_batch[T] && B <= 16 && ((uintptr_t)x & 15u) == 0 &&
+        /* Q6_K with K below 8192: the staged kernel's one tile a warp (staged_tiles) measured faster at batch
+         * 1..2 (14336x4096 batch 1 28.3 against 30.8 us) */
+        const int min_b = !rc.pinned && T == QG_Q6_K && nb < 32 ? 4 : rc.min_batch[T];
+        if (rc.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= min_b && B <= 16 && ((uintptr_t)x & 15u) == 0 &&
             ring_fills((qg_ktype)T, B, rows, rc) &&
             128 * nb * bb < ((size_t)1 << 32) &&
             ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin)
