@@ -183,11 +183,10 @@ __device__ __forceinline__ void q45_frags(uint32_t qa0, uint32_t qa1, uint32_t q
      * 1024 + 16 q, and (1024 + 16 q) (sc / 16) - 64 sc = q sc, one fused rounding of an exact value, as
      * (1024 + q) sc - 1024 sc is for the low ones: the same A fragments either way. */
     static_assert(!HI16 || T == QG_Q4_K, "Q5_K's fifth bit does not fit above a nibble in place");
-    constexpr bool in_place = HI16;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        uint32_t va = hi ? (in_place ? qa[h] & 0xF0F0F0F0u : (qa[h] >> 4) & 0x0F0F0F0Fu) : qa[h] & 0x0F0F0F0Fu;
-        uint32_t vb = hi ? (in_place ? qb[h] & 0xF0F0F0F0u : (qb[h] >> 4) & 0x0F0F0F0Fu) : qb[h] & 0x0F0F0F0Fu;
+        uint32_t va = hi ? (HI16 ? qa[h] & 0xF0F0F0F0u : (qa[h] >> 4) & 0x0F0F0F0Fu) : qa[h] & 0x0F0F0F0Fu;
+        uint32_t vb = hi ? (HI16 ? qb[h] & 0xF0F0F0F0u : (qb[h] >> 4) & 0x0F0F0F0Fu) : qb[h] & 0x0F0F0F0Fu;
         if constexpr (T == QG_Q5_K) {
             va |= ((qha[h] >> j) & 0x01010101u) << 4;
             vb |= ((qhb[h] >> j) & 0x01010101u) << 4;
@@ -1872,6 +1871,10 @@ __global__ void k_kq_wg_join(const float *__restrict__ part, size_t n, float *y3
 /* Whether the staged kernel's blocks of two row tiles a warp (32 rows) number at least the SMs. */
 bool two_tiles_fill(size_t rows, int sms) { return (rows + 31) / 32 >= (size_t)sms; }
 
+/* K below 8192: a warp's phase of the staged kernel holds at most 3 super-blocks, and the block's fixed
+ * costs weigh more (staged_tiles, ring_first_batch). */
+bool short_k(size_t nb) { return nb < 32; }
+
 /* Row tiles per warp of the staged kernel: 2, except Q6_K at batch 9..16 (one tile: 8-12% faster on an
  * H200; with two it needs more than 255 registers and spills), every type on fewer rows than 32 a block
  * fill the SMs with (4096 rows make 128 blocks of two tiles a warp for 132 SMs, leaving SMs idle; one tile
@@ -1882,12 +1885,13 @@ bool two_tiles_fill(size_t rows, int sms) { return (rows + 31) / 32 >= (size_t)s
  * tile everywhere after an H100 measurement of an earlier kernel (168-179 registers, 1.28-1.44x cuBLAS
  * fp16 at batch 1 against 1.65-1.81x with one); its kernel now takes 166, three blocks an SM, and two tiles
  * measured faster on the H200 (8192x28672 batch 1 74.9 -> 65.5 us, 28672x8192 74.5 -> 70.1). QG_CUDA_KQ_MMA_TILES
- * = 0 runs k_kq_gemm at every batch, 1 or 2 pins the tiles (a tuning knob: every value gives the same bits). */
-int staged_tiles(qg_ktype t, size_t batch, size_t rows, size_t nb)
+ * = 0 runs k_kq_gemm at every batch, 1 or 2 pins the tiles (a tuning knob: every value gives the same bits).
+ * sms: the device's SM count (ring_config's). */
+int staged_tiles(qg_ktype t, size_t batch, size_t rows, size_t nb, int sms)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
-    if (!two_tiles_fill(rows, qg_cuda_sm_count()) || nb < 32) return 1;
+    if (!two_tiles_fill(rows, sms) || short_k(nb)) return 1;
     return t == QG_Q6_K && batch > 8 ? 1 : 2;
 }
 
@@ -1942,7 +1946,7 @@ ring_cfg ring_config()
         /* from batch 8 (Q4_K), 4 (Q5_K), 1 (Q6_K, Q8_K): where it measured faster than the staged kernel on
          * the standard shapes (H200; Q4_K at 1..4 and Q5_K at 1..2 were up to 7% slower on 28672x8192; Q6_K
          * at 1..2 6-12% faster on 8192x8192 and 8192x28672, 2% on 28672x8192, but with K below 8192 it
-         * keeps batch 4: launch_t) */
+         * keeps batch 4: ring_first_batch) */
         ring_cfg r = {false, false, {8, 4, 1, 1}, 0, 0};
         int dev = 0, major = 0;
         if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
@@ -1962,6 +1966,11 @@ ring_cfg ring_config()
     }();
     return c;
 }
+
+/* The first batch the ring kernel takes for type t: ring_config's, but Q6_K with K below 8192 keeps batch
+ * 4, where the staged kernel's one tile a warp (staged_tiles) measured faster at batch 1..2 (H200,
+ * 14336x4096 batch 1 28.3 against 30.8 us); ring_config's wherever the ring is pinned. */
+int ring_first_batch(const ring_cfg &c, qg_ktype t, size_t nb) { return !c.pinned && t == QG_Q6_K && short_k(nb) ? 4 : c.min_batch[t]; }
 
 /* Row tiles a CTA of PH = 4 computes. Two CTAs an SM share its issue slots, so the SM holding the most
  * row tiles sets the time: 28672 rows as 224 CTAs of 8 tiles leave 92 SMs with 16 tiles and 40 with 8.
@@ -2272,19 +2281,17 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     static const int optin = smem_optin();
     const size_t nb = cols / QK, bb = qg_kq_block_bytes((qg_ktype)T);
     const unsigned grid = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch, rows, nb);
+    const ring_cfg ring = ring_config();
+    const int B = (int)batch, tiles = staged_tiles((qg_ktype)T, batch, rows, nb, ring.sms);
     if (getenv("QG_CUDA_KQ_MMA_TILES") == nullptr) {
         const int rc = launch_wg<T>(w, rows, nb, x, cols, B, y32, y16, s);
         if (rc >= 0) return rc;
     }
     {
-        const ring_cfg rc = ring_config();
         /* the ring kernel keeps a ring's byte offsets (128 rows) in 32 bits */
-        /* Q6_K with K below 8192: the staged kernel's one tile a warp (staged_tiles) measured faster at batch
-         * 1..2 (14336x4096 batch 1 28.3 against 30.8 us) */
-        const int min_b = !rc.pinned && T == QG_Q6_K && nb < 32 ? 4 : rc.min_batch[T];
-        if (rc.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= min_b && B <= 16 && ((uintptr_t)x & 15u) == 0 &&
-            ring_fills((qg_ktype)T, B, rows, rc) &&
+        if (ring.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= ring_first_batch(ring, (qg_ktype)T, nb) && B <= 16 &&
+            ((uintptr_t)x & 15u) == 0 &&
+            ring_fills((qg_ktype)T, B, rows, ring) &&
             128 * nb * bb < ((size_t)1 << 32) &&
             ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin)
             return B <= 8 ? launch_ring<T, 1>(w, rows, nb, x, cols, B, y32, y16, s) : launch_ring<T, 2>(w, rows, nb, x, cols, B, y32, y16, s);
