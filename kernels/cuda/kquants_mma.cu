@@ -1323,40 +1323,65 @@ struct row_copies_flat {
  * of the segments after (Q8_K's bsums). Rows at or past lim (the CTA's rows inside the weights, fewer for a
  * partial CTA) are not copied: their stage rows are never stored (their outputs are not written, and the
  * special-value path reads clamped rows from global memory). Byte offsets from the first row stay below
- * 2^32 (checked by the launches). Where every row starts 16-aligned (the aligned types: always; Q6_K and
- * Q8_K where the weights start 16-aligned and a row is a multiple of 16 bytes, rows16: Q6_K nb a multiple
- * of 8, Q8_K of 4): thread tid < RPR SC takes segment tid % SC of rows tid / SC + RPR k (RPR = NTH / SC
- * rows a round), so its copy k is one per-thread base plus k times a fixed step, in global and shared
- * memory alike: one 64-bit add a copy (a block's offset mod 16 is then its offset in its row mod 16, and
- * its segments end at most at its row's end: SEG = ceil(BB / 16), and the last block of a row ends exactly
- * at 16 SEG - BB past a 16-byte boundary). Else (rows not 16-aligned) copy e = tid + NTH k of the flat
- * order (row e / SC, segment e % SC) computes its row's segment from the row's own offset mod 16, and a
- * segment past the end of the weights (only ever the last block's) is copied byte by byte up to the end.
- * The same bytes land either way. */
-template <int T, int NTH, int RR, int SC = ring_slot<T>() / 16>
+ * 2^32 (checked by the launches). Thread tid < R SC takes segment tid % SC of rows tid / SC + R k, R rows
+ * a round, so its copy k is one per-thread base plus k times a fixed step, in global and shared memory
+ * alike: one 64-bit add a copy.
+ * - Every row 16-aligned (the aligned types: always; Q6_K and Q8_K where the weights start 16-aligned and
+ *   a row is a multiple of 16 bytes, rows16: Q6_K nb a multiple of 8, Q8_K of 4): R = RPR = NTH / SC. A
+ *   block's offset mod 16 is then its offset in its row mod 16, and its segments end at most at its row's
+ *   end (SEG = ceil(BB / 16): the last block of a row ends exactly at 16 SEG - BB past a 16-byte boundary).
+ * - Q6_K rows not 16-aligned (U6, an instance of its own, so the aligned instance keeps its registers):
+ *   R = RPRU, RPR rounded down to a multiple of 8. A Q6_K row (210 nb bytes) is even, so 8 rows are a
+ *   multiple of 16 bytes for every nb: all rows a thread copies put the block at one offset mod 16, and the
+ *   thread rounds its base down once a super-block. Only the last block of the weights can have a
+ *   covering segment past their end; such a segment is copied byte by byte up to the end.
+ * - Q8_K rows not 16-aligned: copy e = tid + NTH k of the flat order (row e / SC, segment e % SC)
+ *   computes its row's segment from the row's own offset mod 16 (copy_segment). (The grid of Q6_K's kind,
+ *   4 rows a round for Q8_K's 19 segments, measured 7-10% slower there: H200, 8192x11008, batch 1..8.)
+ * The same bytes land either way, and as the flat copies land them. */
+template <int T, int NTH, int RR, int SC = ring_slot<T>() / 16, bool U6 = false>
 struct row_copies_grid {
     static constexpr int BB = ring_bb<T>(), SEG = ring_slot<T>() / 16;
     static constexpr bool ALIGNED = BB % 16 == 0;
-    static constexpr int RPR = NTH / SC, KG = (RR + RPR - 1) / RPR, KF = (RR * SC + NTH - 1) / NTH;
-    static_assert(SC <= SEG && RPR >= 1, "segments of a slot, one row a round at least");
+    static constexpr int MU = T == QG_Q6_K ? 8 : 1;
+    static constexpr int RPR = NTH / SC, KG = (RR + RPR - 1) / RPR, RPRU = RPR / MU * MU;
+    static_assert(SC <= SEG && RPRU >= 1, "segments of a slot, one round of MU rows at least");
+    static_assert(!U6 || (T == QG_Q6_K && MU * BB % 16 == 0), "U6: Q6_K, whose 8 blocks are a multiple of 16 bytes");
     const uint8_t *first, *end; /* the first row; the end of the weights */
     size_t rb;                  /* bytes a row */
     uint32_t first_lo;          /* the first row's offset mod 2^32 (for the offsets mod 16) */
-    uint32_t gofs, gdst;        /* grid: copy 0's offset from the first row's block and from the stage */
-    int grow, tid;              /* grid: copy 0's row (RR for the threads past RPR SC: none) */
-    bool grid;                  /* every row starts 16-aligned */
+    uint32_t gofs, gdst;        /* copy 0's offset from the first row's block and from the stage */
+    int grow, tid;              /* copy 0's row (RR for the threads past R SC: none); the thread */
+    bool grid;                  /* every row starts 16-aligned (Q6_K: !U6, which the launches ensure) */
     __device__ __forceinline__ row_copies_grid(const uint8_t *w, size_t rows, size_t nb, size_t row0, int tid_)
         : first(w + row0 * nb * BB), end(w + rows * nb * BB), rb(nb * BB), first_lo((uint32_t)(row0 * nb * BB)), tid(tid_),
-          grid(ALIGNED || (((nb * BB) & 15) == 0 && ((uintptr_t)w & 15) == 0))
+          grid(ALIGNED || (T == QG_Q6_K && !U6) || (((nb * BB) & 15) == 0 && ((uintptr_t)w & 15) == 0))
     {
         const int r = tid_ / SC, s = tid_ % SC;
-        grow = tid_ < RPR * SC ? r : RR;
+        grow = tid_ < (U6 ? RPRU : RPR) * SC ? r : RR;
         gofs = (uint32_t)((size_t)r * rb) + 16u * (uint32_t)s;
         gdst = 16u * (uint32_t)(r * SEG + s);
     }
     /* the thread's copies of the block at byte offset off of each row below lim into the stage at st */
     __device__ __forceinline__ void copy_all(uint32_t st, size_t off, int lim) const
     {
+        if constexpr (U6) {
+            /* the covering segments of the thread's rows' blocks start (first_lo + gofs + off) mod 16 bytes
+             * before the blocks' own offsets (gofs - 16 s is the row's offset from the first row) */
+            const uint32_t down = (first_lo + gofs + (uint32_t)off) & 15u;
+            const uint8_t *q = first + off + gofs - down;
+            const size_t step = (size_t)RPRU * rb;
+            uint32_t dst = st + gdst;
+#pragma unroll 1
+            for (int r = grow; r < lim; r += RPRU, q += step, dst += 16u * RPRU * SEG) {
+                if (q + 16 <= end) cp_async16_s(dst, q);
+#ifndef QG_CUDA_MUTANT_KQ_GRID_TAIL /* a GPU-machine mutant: the segment past the end of the weights not copied */
+                else
+                    for (int i = 0; q + i < end; i++) asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(dst + i), "r"((uint32_t)q[i]) : "memory");
+#endif
+            }
+            return;
+        }
         if (grid) {
             const uint8_t *p = first + (ALIGNED ? off : off & ~(size_t)15) + gofs;
 #ifdef QG_CUDA_MUTANT_KQ_GRID_STEP
@@ -1369,17 +1394,20 @@ struct row_copies_grid {
                 if (grow + RPR * k < lim) cp_async16_s(st + gdst + 16u * (uint32_t)(RPR * SEG * k), p + (size_t)k * step);
             return;
         }
+        if constexpr (!ALIGNED && T != QG_Q6_K) {
+            constexpr int KF = (RR * SC + NTH - 1) / NTH;
 #pragma unroll 1
-        for (int k = 0; k < KF; k++) {
-            const int e = tid + NTH * k, r = e / SC, s = e % SC;
-            if (r >= lim) break;
-            copy_segment(st + 16u * (uint32_t)(r * SEG + s), first, first_lo, end, (uint32_t)((size_t)r * rb) + (uint32_t)off, 16u * (uint32_t)s);
+            for (int k = 0; k < KF; k++) {
+                const int e = tid + NTH * k, r = e / SC, s = e % SC;
+                if (r >= lim) break;
+                copy_segment(st + 16u * (uint32_t)(r * SEG + s), first, first_lo, end, (uint32_t)((size_t)r * rb) + (uint32_t)off, 16u * (uint32_t)s);
+            }
         }
     }
 };
 #endif
 
-template <int T, int NT, int PH, bool PART = false, int RWX = ring_rw(PH)>
+template <int T, int NT, int PH, bool PART = false, int RWX = ring_rw(PH), bool U6 = false>
 __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_kq_gemm_ring(const uint8_t *__restrict__ w, size_t rows, size_t nb,
                                                                                     const __half *__restrict__ x, size_t cols, int batch,
                                                                                     float *y32, uint16_t *y16, int lt)
@@ -1433,7 +1461,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
      * 28672x8192 3-4% less time there, but batch 16 (both kernels) 9-15% more and 8192x28672 batch 1
      * (PH = 1) 1.5% more */
     constexpr int SC = T == QG_Q8_K && PART && NT == 1 ? (12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16 : SEG;
-    using copies_t = std::conditional_t<ring_grid<T, NT, PH>(), row_copies_grid<T, NTH, RING_ROWS, SC>,
+    using copies_t = std::conditional_t<ring_grid<T, NT, PH>(), row_copies_grid<T, NTH, RING_ROWS, SC, U6>,
                                         row_copies_flat<T, NTH, RING_ROWS, ring_copy16<T>()>>;
     const copies_t wc(w, rows, nb, row0, tid);
     /* grid: the CTA's rows inside the weights (PART: of its 16 lt rows); flat (PART): the copies of its
@@ -1640,7 +1668,7 @@ __device__ int g_kq_wgmma_built = QG_CUDA_WGMMA;
 
 /* PS = 4: a CTA walks all four phases and stores y. PS = 1: CTA z of the grid walks phase z only and
  * stores its sum in part[z][column][row]; k_kq_wg_join then adds them in the same order. */
-template <int T, int N, int WG, int PS>
+template <int T, int N, int WG, int PS, bool U6 = false>
 __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(const uint8_t *__restrict__ w, size_t rows, size_t nb,
                                                                          const __half *__restrict__ x, size_t cols, int batch,
                                                                          const uint8_t *__restrict__ xi, float *y32, uint16_t *y16,
@@ -1658,7 +1686,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     const int col0 = (int)blockIdx.x * N;
     const uint8_t *const xig = xi + (size_t)blockIdx.x * nb * XB; /* the column group's pieces, super-block after super-block */
     auto count = [&](int p) { return (size_t)p < nb ? (int)((nb - (size_t)p + 3) / 4) : 0; };
-    using copies_t = std::conditional_t<wg_grid<T>(), row_copies_grid<T, NTH, RR>, row_copies_flat<T, NTH, RR, false>>;
+    using copies_t = std::conditional_t<wg_grid<T>(), row_copies_grid<T, NTH, RR, ring_slot<T>() / 16, U6>, row_copies_flat<T, NTH, RR, false>>;
     const copies_t wc(w, rows, nb, row0, tid);          /* the thread's copies of the CTA's rows */
     const int wlim = (int)min((size_t)RR, rows - row0); /* grid: those inside the weights */
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(dyn_smem);
@@ -1998,23 +2026,39 @@ int ring_tiles(size_t rows, int sms)
     return best;
 }
 
+/* Whether a Q6_K instance with grid copies takes its U6 instance (row_copies_grid): rows not all 16-aligned */
+template <int T> bool q6_unaligned_rows(const uint8_t *w, size_t nb)
+{
+    return T == QG_Q6_K && (((nb * (size_t)ring_bb<T>()) & 15) != 0 || ((uintptr_t)w & 15) != 0);
+}
+
 /* One ring kernel instance over all rows, lt row tiles a CTA: its shared memory raised once, then the launch. */
-template <int T, int NT, int PH, bool PART, int RW>
-int launch_ring_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
-                       int lt, cudaStream_t s)
+template <int T, int NT, int PH, bool PART, int RW, bool U6>
+int launch_ring_inst(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
+                     int lt, cudaStream_t s)
 {
     static bool attr_set = false;
     constexpr int smem = ring_smem<T, NT, PH, RW>();
     if (!attr_set) {
-        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, PART, RW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, PART, RW, U6>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_ring)", e);
         attr_set = true;
     }
     const size_t rows_per_cta = 16 * (size_t)lt;
     const unsigned blocks = (unsigned)((rows + rows_per_cta - 1) / rows_per_cta);
-    k_kq_gemm_ring<T, NT, PH, PART, RW><<<blocks, PH == 4 ? 32 * RW : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16, lt);
+    k_kq_gemm_ring<T, NT, PH, PART, RW, U6><<<blocks, PH == 4 ? 32 * RW : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16, lt);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_ring launch", e);
+}
+
+/* Q6_K's grid-copy instances come in two: rows all 16-aligned, or not (U6) */
+template <int T, int NT, int PH, bool PART, int RW>
+int launch_ring_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
+                       int lt, cudaStream_t s)
+{
+    if constexpr (T == QG_Q6_K && ring_grid<T, NT, PH>())
+        if (q6_unaligned_rows<T>(w, nb)) return launch_ring_inst<T, NT, PH, PART, RW, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
+    return launch_ring_inst<T, NT, PH, PART, RW, false>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
 }
 
 /* PH = 4 takes ring_tiles' lt: Q8_K as 8-warp CTAs of which lt compute (PART, built for Q8_K only), Q4_K,
@@ -2168,25 +2212,40 @@ cudaError_t kq_ws_alloc(void **p, size_t bytes, cudaStream_t s)
     return cudaMallocFromPoolAsync(p, bytes, pools[dev], s);
 }
 
-template <int T, int N, int WG, int PS>
-int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, const uint8_t *xi, float *part,
-                     float *y32, uint16_t *y16, cudaStream_t s)
+/* One warpgroup kernel instance: its shared memory raised once, then the launch. */
+template <int T, int N, int WG, int PS, bool U6>
+int launch_wg_inst(dim3 grid, const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, const uint8_t *xi,
+                           float *part, float *y32, uint16_t *y16, cudaStream_t s)
 {
     static bool attr_set = false;
     constexpr int smem = wg_stages<T, N, WG>() * wg_stage_bytes<T, N, WG>();
     if (!attr_set) {
-        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_wg<T, N, WG, PS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_wg<T, N, WG, PS, U6>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_wg)", e);
         attr_set = true;
     }
+    k_kq_gemm_wg<T, N, WG, PS, U6><<<grid, 128 * WG, smem, s>>>(w, rows, nb, x, cols, batch, xi, y32, y16, part);
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_wg launch", e);
+}
+
+template <int T, int N, int WG, int PS>
+int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, const uint8_t *xi, float *part,
+                     float *y32, uint16_t *y16, cudaStream_t s)
+{
     const unsigned groups = (unsigned)((batch + N - 1) / N);
     k_kq_wg_image<T, N><<<dim3((unsigned)nb, groups), 4 * N, 0, s>>>(x, cols, batch, nb, const_cast<uint8_t *>(xi));
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return qg_cuda_fail("k_kq_wg_image launch", e);
     const dim3 grid(groups, (unsigned)((rows + 64 * WG - 1) / (64 * WG)), PS == 1 ? 4 : 1);
-    k_kq_gemm_wg<T, N, WG, PS><<<grid, 128 * WG, smem, s>>>(w, rows, nb, x, cols, batch, xi, y32, y16, part);
-    e = cudaGetLastError();
-    if (e != cudaSuccess) return qg_cuda_fail("k_kq_gemm_wg launch", e);
+    /* Q6_K's grid-copy instances come in two: rows all 16-aligned, or not (U6) */
+    int rc;
+    if constexpr (T == QG_Q6_K && wg_grid<T>())
+        rc = q6_unaligned_rows<T>(w, nb) ? launch_wg_inst<T, N, WG, PS, true>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s)
+                                         : launch_wg_inst<T, N, WG, PS, false>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s);
+    else
+        rc = launch_wg_inst<T, N, WG, PS, false>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s);
+    if (rc != QG_ERR_ok) return rc;
     if (PS == 1) {
         const size_t n = rows * (size_t)batch;
         k_kq_wg_join<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(part, n, y32, y16);

@@ -9,7 +9,8 @@
  *     and the path's terms computed in float64 here (kq_gemm_bound.h);
  *   - batch invariance: the first B columns of a batch B equal those of the batch of 64, and every column
  *     computed alone equals the same column inside the batch of 64;
- *   - a fixed shape of 3 super-blocks a row (Q6_K rows alternating between 4-byte-aligned and not);
+ *   - a fixed shape of 3 super-blocks a row (Q6_K rows alternating between 4-byte-aligned and not), and on
+ *     the GPU a large one of 15 (Q6_K and Q8_K rows at several offsets mod 16);
  *   - rejected arguments (batch 0 and 65, cols not a multiple of 256, short buffer) with their errors.
  */
 #include "compare.h"
@@ -207,6 +208,10 @@ int main(int argc, char **argv)
         /* a larger ordinary shape (on the GPU; the reference's column loop would take seconds) */
         const size_t big_rows = 1000 + (size_t)qg_rng_int_range(&g_rng, 15);
         if (be == QG_BACKEND_CUDA) check_shape(k, t, big_rows, 4096, 0, 0);
+        /* and one of 15 super-blocks a row: Q6_K and Q8_K rows (3150 and 4380 bytes) then start at several
+         * offsets mod 16, so the GPU kernels' copies of a CTA's rows take their unaligned grid (rows a round
+         * a multiple of 8 or 4, each thread's rows at one offset mod 16) over many rounds */
+        if (be == QG_BACKEND_CUDA) check_shape(k, t, big_rows, 3840, 0, 0);
         /* 3 super-blocks a row: a Q6_K row (630 bytes) starts 2 bytes past a 4-byte boundary every other
          * row, so the warps of the GPU kernels meet both block alignments inside one row tile */
         check_shape(k, t, 75, 768, 0, 1);
