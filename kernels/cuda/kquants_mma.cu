@@ -2078,12 +2078,26 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
     return launch_ring_kernel<T, NT, PH, false, ring_rw(PH)>(w, rows, nb, x, cols, batch, y32, y16, ring_rw(PH), s);
 }
 
+/* Whether the ring kernel's PH = 1 CTAs (64 rows, one an SM) fill at least 0.65 of the waves they take.
+ * Just above 64 rows an SM they make two waves of which the second is nearly empty: H200, one call, the
+ * staged kernel against the ring on 9216x8192 and 10240x8192 (144 and 160 CTAs for 132 SMs, 0.55 and 0.61
+ * of two waves): Q5_K at batch 4..8 20-28% less time (9216x8192 batch 4 43.2 -> 31.4 us), Q6_K at batch
+ * 1..8 15-22% (50.5 -> 40.3 us at batch 1), Q4_K at batch 8 21-23%; on 10240x4096 Q5_K and Q6_K at batch 4
+ * 9-15% less, Q4_K at batch 8 8% more. At 12288 rows (0.73) the ring stays ahead or within 7% either way,
+ * and from 14336 rows (0.85) it is ahead. Q8_K's ring measured as fast as the staged kernel or faster on
+ * these shapes, and keeps them. */
+bool ring_waves_fill(size_t rows, int sms)
+{
+    const size_t ctas = (rows + 63) / 64, waves = (ctas + (size_t)sms - 1) / (size_t)sms;
+    return sms > 0 && 100 * ctas >= 65 * waves * (size_t)sms;
+}
+
 /* Whether the ring kernel runs on this many rows. PH = 1 CTAs hold 64 rows at one CTA an SM, so 4096 rows
  * make 64 CTAs and leave half of an H200's 132 SMs idle: there the staged kernel (32 rows a block, several
  * blocks an SM) measured up to 45% faster (H200, same run: 2048x8192, 4096x4096 and 4096x14336 at batch
  * 4..16, every type), while 8192 rows (128 CTAs) and more keep the ring ahead. So the ring runs where its
  * PH = 1 CTAs number at least three quarters of the SMs (PH = 4 is only chosen where even its larger
- * CTAs fill more, so the test covers it),
+ * CTAs fill more, so the test covers it) and, but for Q8_K, fill 0.65 of their waves (ring_waves_fill),
  * except Q8_K at batch 9..16, whose staged kernel of two row tiles a warp measured 5-10% slower than the
  * ring on those shapes (the ring still runs there where the staged kernel's two-tile blocks fill the SMs;
  * where they do not, staged_tiles gives it one tile a warp, and that measured 40-43% faster than the ring
@@ -2091,7 +2105,8 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
  * Which kernel runs never changes an output's bits. */
 bool ring_fills(qg_ktype t, int batch, size_t rows, const ring_cfg &c)
 {
-    return c.pinned || (t == QG_Q8_K && batch > 8 && two_tiles_fill(rows, c.sms)) || 4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms);
+    return c.pinned || (t == QG_Q8_K && batch > 8 && two_tiles_fill(rows, c.sms)) ||
+           (4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms) && (t == QG_Q8_K || ring_waves_fill(rows, c.sms)));
 }
 
 /* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */
@@ -2164,21 +2179,25 @@ wg_knobs wg_config()
     return k;
 }
 
-/* The smallest batch the warpgroup kernel takes: 9 (one group of 16 columns) on at least 16384 rows (Q6_K
- * and Q8_K: 12288) or with K >= 12288 (Q6_K: on at most 4096 rows with K >= 12288), else 17; 17
- * wherever QG_CUDA_KQ_RING_MIN/_PH pin the ring kernel. H200, same run, batch 12 and 16 against the
- * previous choice (the ring or staged kernel, or this one with a zero-padded group of 32): 28672x8192 10% less time (Q4_K, Q5_K), 14% (Q6_K), within 1% (Q8_K); 8192x28672
- * 11-12% less (Q4_K, Q5_K), 3% (Q8_K), 6% more (Q6_K, whose 64-row CTAs make 1.3 waves there); 4096x14336
- * and 2048x14336 2-16% less; 8192x8192 2-17% more and 14336x4096 between 5% less (Q8_K) and 2% more; at
- * batch 8 more on most shapes. QG_CUDA_KQ_WG_MIN pins it. */
+/* The smallest batch the warpgroup kernel takes: 9 (one group of 16 columns) on more rows than 64 a SM
+ * (more than the ring kernel's 64-row CTAs of four phase groups, one an SM, finish in one wave) or with K
+ * >= 12288 (Q6_K: on at most 4096 rows with K >= 12288), else 17; 17 wherever QG_CUDA_KQ_RING_MIN/_PH
+ * pin the ring kernel. H200, same run, batch 12 and 16 against the previous choice (the ring or staged
+ * kernel, or this one with a zero-padded group of 32): 28672x8192 10% less time (Q4_K, Q5_K), 14% (Q6_K),
+ * within 1% (Q8_K); 8192x28672 11-12% less (Q4_K, Q5_K), 3% (Q8_K), 6% more (Q6_K, whose 64-row CTAs make
+ * 1.3 waves there); 4096x14336 and 2048x14336 2-16% less; 8192x8192 2-17% more; at batch 8 more on most
+ * shapes. Between 8448 and 16384 rows (132 SMs) the ring kernel's CTAs take two waves: H200, one call,
+ * batch 9..16, this kernel against the ring, 9216x8192 Q4_K 49.3-51.0 -> 36.6-37.2 us, Q6_K 65.2-65.3 ->
+ * 45.5-45.8, Q8_K 53.1-54.1 -> 44.4-44.9; 10240x4096 and 10240x8192, 11264x4096, 12288x4096 and
+ * 12288x8192 12-30% less time for every type, 14336x8192 8-13% (Q5_K, Q4_K); 14336x4096 1% more (Q4_K,
+ * Q5_K: 29.5 -> 29.9 us, 31.4 -> 31.7; Q6_K and Q8_K took it there before, 4-9% less time than the ring).
+ * QG_CUDA_KQ_WG_MIN pins it. */
 int first_batch(const wg_knobs &k, qg_ktype t, size_t rows, size_t nb)
 {
     if (k.min_batch != 0) return k.min_batch;
     if (ring_config().pinned) return 17;
     const bool long_k = nb >= 48;
-    /* Q6_K and Q8_K from 12288 rows (H200, same call, 14336x4096 at batch 9..16: Q6_K 7-9%, Q8_K 4-8% less
-     * time than the ring kernel; Q4_K and Q5_K 1-4% more there; on 8192x8192 Q4_K..Q6_K more, Q8_K the same) */
-    const bool many_rows = rows >= 16384 || ((t == QG_Q6_K || t == QG_Q8_K) && rows >= 12288);
+    const bool many_rows = (rows + 63) / 64 > (size_t)ring_config().sms;
     return many_rows || (t == QG_Q6_K ? rows <= 4096 && long_k : long_k) ? 9 : 17;
 }
 
