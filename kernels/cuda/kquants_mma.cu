@@ -1908,8 +1908,11 @@ bool short_k(size_t nb) { return nb < 32; }
  * fill the SMs with (4096 rows make 128 blocks of two tiles a warp for 132 SMs, leaving SMs idle; one tile
  * a warp makes 256: H200, same call, 4096x14336 at batch 1 Q4_K 25.2 -> 20.8 us, Q6_K 38.4 -> 29.1 us; from
  * 8192 rows on two tiles stay ahead for Q4_K, 28672x8192 61 against 65 us), and every type with K below
- * 8192 (a warp's phase then holds at most 3 super-blocks and the block's fixed costs weigh more: H200, one
- * call, 14336x4096 at batch 1 Q4_K 24.2 -> 21.1 us, Q6_K 32.1 -> 28.3 us). Q5_K at batch 1..8 took one
+ * 8192 where the two-tile blocks take more than one wave of three an SM (what the batch 1..8 instances of
+ * every type fit: 141-167 registers; a warp's phase then holds at most 3 super-blocks and the block's
+ * fixed costs weigh more: H200, one call, 14336x4096 at batch 1 Q4_K 24.2 -> 21.1 us, Q6_K 32.1 -> 28.3
+ * us; within one wave two tiles are ahead: 10240x4096, 11264x4096 and 12288x4096 at batch 1..8 every type
+ * 4-22% less time with two, e.g. 12288x4096 Q4_K batch 4 22.4 -> 17.7 us). Q5_K at batch 1..8 took one
  * tile everywhere after an H100 measurement of an earlier kernel (168-179 registers, 1.28-1.44x cuBLAS
  * fp16 at batch 1 against 1.65-1.81x with one); its kernel now takes 166, three blocks an SM, and two tiles
  * measured faster on the H200 (8192x28672 batch 1 74.9 -> 65.5 us, 28672x8192 74.5 -> 70.1). QG_CUDA_KQ_MMA_TILES
@@ -1919,7 +1922,7 @@ int staged_tiles(qg_ktype t, size_t batch, size_t rows, size_t nb, int sms)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
-    if (!two_tiles_fill(rows, sms) || short_k(nb)) return 1;
+    if (!two_tiles_fill(rows, sms) || (short_k(nb) && (rows + 31) / 32 > 3 * (size_t)sms)) return 1;
     return t == QG_Q6_K && batch > 8 ? 1 : 2;
 }
 
@@ -2078,18 +2081,24 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
     return launch_ring_kernel<T, NT, PH, false, ring_rw(PH)>(w, rows, nb, x, cols, batch, y32, y16, ring_rw(PH), s);
 }
 
-/* Whether the ring kernel's PH = 1 CTAs (64 rows, one an SM) fill at least 0.65 of the waves they take.
- * Just above 64 rows an SM they make two waves of which the second is nearly empty: H200, one call, the
- * staged kernel against the ring on 9216x8192 and 10240x8192 (144 and 160 CTAs for 132 SMs, 0.55 and 0.61
- * of two waves): Q5_K at batch 4..8 20-28% less time (9216x8192 batch 4 43.2 -> 31.4 us), Q6_K at batch
- * 1..8 15-22% (50.5 -> 40.3 us at batch 1), Q4_K at batch 8 21-23%; on 10240x4096 Q5_K and Q6_K at batch 4
- * 9-15% less, Q4_K at batch 8 8% more. At 12288 rows (0.73) the ring stays ahead or within 7% either way,
- * and from 14336 rows (0.85) it is ahead. Q8_K's ring measured as fast as the staged kernel or faster on
- * these shapes, and keeps them. */
-bool ring_waves_fill(size_t rows, int sms)
+/* Whether the ring kernel's PH = 1 CTAs (64 rows, one an SM) fill at least three quarters of the waves
+ * they take (as the one-wave rule of ring_fills asks). Just above 64 rows an SM they make two waves of
+ * which the second is nearly empty: H200, one call, the staged kernel against the ring on 9216x8192 and
+ * 10240x8192 (144 and 160 CTAs for 132 SMs, 0.55 and 0.61 of two waves): Q5_K at batch 4..8 20-28% less
+ * time (9216x8192 batch 4 43.2 -> 31.4 us), Q6_K at batch 1..8 15-22% (50.5 -> 40.3 us at batch 1), Q4_K
+ * at batch 8 21-23%; at 12288 rows (192 CTAs, 0.73) the staged kernel with two row tiles a warp (12288x8192
+ * Q5_K batch 4 43.9 -> 33.4 us, Q6_K batch 1 51.1 -> 41.2, Q4_K batch 8 39.7 -> 34.0; 12288x4096 12-21%
+ * less at batch 4..8); from 14336 rows (0.85) the ring is ahead. At 18432 rows (288 CTAs, 0.73 of three
+ * waves) the staged kernel took 6-20% less time with K = 8192 (Q6_K batch 1 74.0 -> 66.4 us, Q5_K batch 4
+ * 63.5 -> 51.0); with K below 8192, where its blocks are one tile a warp beyond one wave (staged_tiles),
+ * it measured mixed against three waves of the ring (18432x4096: batch 4 7-9% less, batch 8 up to 10%
+ * more, Q4_K 32.0 -> 35.3 us), so there the ring keeps three waves and more. Q8_K's ring measured as fast
+ * as the staged kernel or faster on these shapes at batch 4..8 (and within 12% either way at 1..2), and
+ * keeps them. */
+bool ring_waves_fill(size_t rows, size_t nb, int sms)
 {
-    const size_t ctas = (rows + 63) / 64, waves = (ctas + (size_t)sms - 1) / (size_t)sms;
-    return sms > 0 && 100 * ctas >= 65 * waves * (size_t)sms;
+    const size_t ctas = (rows + 63) / 64, waves = sms > 0 ? (ctas + (size_t)sms - 1) / (size_t)sms : 0;
+    return sms > 0 && ((short_k(nb) && waves >= 3) || 4 * ctas >= 3 * waves * (size_t)sms);
 }
 
 /* Whether the ring kernel runs on this many rows. PH = 1 CTAs hold 64 rows at one CTA an SM, so 4096 rows
@@ -2097,16 +2106,16 @@ bool ring_waves_fill(size_t rows, int sms)
  * blocks an SM) measured up to 45% faster (H200, same run: 2048x8192, 4096x4096 and 4096x14336 at batch
  * 4..16, every type), while 8192 rows (128 CTAs) and more keep the ring ahead. So the ring runs where its
  * PH = 1 CTAs number at least three quarters of the SMs (PH = 4 is only chosen where even its larger
- * CTAs fill more, so the test covers it) and, but for Q8_K, fill 0.65 of their waves (ring_waves_fill),
+ * CTAs fill more, so the test covers it) and, but for Q8_K, fill three quarters of their waves too (ring_waves_fill),
  * except Q8_K at batch 9..16, whose staged kernel of two row tiles a warp measured 5-10% slower than the
  * ring on those shapes (the ring still runs there where the staged kernel's two-tile blocks fill the SMs;
  * where they do not, staged_tiles gives it one tile a warp, and that measured 40-43% faster than the ring
  * on 2048x8192 and 3-20% on 4096x4096, H200, same call), or where QG_CUDA_KQ_RING_MIN or _PH pin it.
  * Which kernel runs never changes an output's bits. */
-bool ring_fills(qg_ktype t, int batch, size_t rows, const ring_cfg &c)
+bool ring_fills(qg_ktype t, int batch, size_t rows, size_t nb, const ring_cfg &c)
 {
     return c.pinned || (t == QG_Q8_K && batch > 8 && two_tiles_fill(rows, c.sms)) ||
-           (4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms) && (t == QG_Q8_K || ring_waves_fill(rows, c.sms)));
+           (4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms) && (t == QG_Q8_K || ring_waves_fill(rows, nb, c.sms)));
 }
 
 /* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */
@@ -2369,7 +2378,7 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
         /* the ring kernel keeps a ring's byte offsets (128 rows) in 32 bits */
         if (ring.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= ring_first_batch(ring, (qg_ktype)T, nb) && B <= 16 &&
             ((uintptr_t)x & 15u) == 0 &&
-            ring_fills((qg_ktype)T, B, rows, ring) &&
+            ring_fills((qg_ktype)T, B, rows, nb, ring) &&
             128 * nb * bb < ((size_t)1 << 32) &&
             ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin)
             return B <= 8 ? launch_ring<T, 1>(w, rows, nb, x, cols, B, y32, y16, s) : launch_ring<T, 2>(w, rows, nb, x, cols, B, y32, y16, s);
