@@ -2087,7 +2087,7 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
  * 10240x8192 (144 and 160 CTAs for 132 SMs, 0.55 and 0.61 of two waves): Q5_K at batch 4..8 20-28% less
  * time (9216x8192 batch 4 43.2 -> 31.4 us), Q6_K at batch 1..8 15-22% (50.5 -> 40.3 us at batch 1), Q4_K
  * at batch 8 21-23%; at 12288 rows (192 CTAs, 0.73) the staged kernel with two row tiles a warp (12288x8192
- * Q5_K batch 4 43.9 -> 33.4 us, Q6_K batch 1 51.1 -> 41.2, Q4_K batch 8 39.7 -> 34.0; 12288x4096 12-21%
+ * Q5_K batch 4 43.9 -> 33.4 us, Q6_K batch 1 51.1 -> 41.2, Q4_K batch 8 39.7 -> 34.0; 12288x4096 11-21%
  * less at batch 4..8); from 14336 rows (0.85) the ring is ahead. At 18432 rows (288 CTAs, 0.73 of three
  * waves) the staged kernel took 6-20% less time with K = 8192 (Q6_K batch 1 74.0 -> 66.4 us, Q5_K batch 4
  * 63.5 -> 51.0); with K below 8192, where its blocks are one tile a warp beyond one wave (staged_tiles),
@@ -2188,7 +2188,7 @@ wg_knobs wg_config()
     return k;
 }
 
-/* The smallest batch the warpgroup kernel takes: 9 (one group of 16 columns) on more rows than 64 a SM
+/* The smallest batch the warpgroup kernel takes: 9 (one group of 16 columns) on more rows than 64 an SM
  * (more than the ring kernel's 64-row CTAs of four phase groups, one an SM, finish in one wave) or with K
  * >= 12288 (Q6_K: on at most 4096 rows with K >= 12288), else 17; 17 wherever QG_CUDA_KQ_RING_MIN/_PH
  * pin the ring kernel. H200, same run, batch 12 and 16 against the previous choice (the ring or staged
@@ -2197,8 +2197,9 @@ wg_knobs wg_config()
  * 1.3 waves there); 4096x14336 and 2048x14336 2-16% less; 8192x8192 2-17% more; at batch 8 more on most
  * shapes. Between 8448 and 16384 rows (132 SMs) the ring kernel's CTAs take two waves: H200, one call,
  * batch 9..16, this kernel against the ring, 9216x8192 Q4_K 49.3-51.0 -> 36.6-37.2 us, Q6_K 65.2-65.3 ->
- * 45.5-45.8, Q8_K 53.1-54.1 -> 44.4-44.9; 10240x4096 and 10240x8192, 11264x4096, 12288x4096 and
- * 12288x8192 12-30% less time for every type, 14336x8192 8-13% (Q5_K, Q4_K); 14336x4096 1% more (Q4_K,
+ * 45.5-45.8, Q8_K 53.1-54.1 -> 44.4-44.9; 10240x4096, 10240x8192 and 11264x4096 12-30% less time for
+ * every type; Q4_K and Q5_K (Q6_K and Q8_K took it there already) 12288x4096 and 12288x8192 12-25%,
+ * 14336x8192 8-13%; 14336x4096 1% more (Q4_K,
  * Q5_K: 29.5 -> 29.9 us, 31.4 -> 31.7; Q6_K and Q8_K took it there before, 4-9% less time than the ring).
  * QG_CUDA_KQ_WG_MIN pins it. */
 int first_batch(const wg_knobs &k, qg_ktype t, size_t rows, size_t nb)
@@ -2243,7 +2244,7 @@ cudaError_t kq_ws_alloc(void **p, size_t bytes, cudaStream_t s)
 /* One warpgroup kernel instance: its shared memory raised once, then the launch. */
 template <int T, int N, int WG, int PS, bool U6>
 int launch_wg_inst(dim3 grid, const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, const uint8_t *xi,
-                           float *part, float *y32, uint16_t *y16, cudaStream_t s)
+                   float *part, float *y32, uint16_t *y16, cudaStream_t s)
 {
     static bool attr_set = false;
     constexpr int smem = wg_stages<T, N, WG>() * wg_stage_bytes<T, N, WG>();
