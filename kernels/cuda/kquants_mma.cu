@@ -1923,6 +1923,12 @@ int staged_tiles(qg_ktype t, size_t batch, size_t rows, size_t nb, int sms)
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
     if (!two_tiles_fill(rows, sms) || (short_k(nb) && (rows + 31) / 32 > 3 * (size_t)sms)) return 1;
+    /* batch 1..8 (Q8_K: 1): fewer than 1.5 two-tile blocks an SM leave most SMs one block; one tile a
+     * warp gives each two or three. H200, same call, 5120x13824, 5120x5120 and 6144x4096: Q4_K, Q5_K and
+     * Q6_K 7-23% less time at batch 1..4 and up to 14% at 8 (5120x13824 batch 1 Q4_K 29.0 -> 24.0 us, Q6_K
+     * 46.9 -> 36.0), Q8_K 3-11% less at batch 1 but 3-11% more at 4..8; on 8192 rows (1.94 blocks an SM)
+     * two tiles stay 2% ahead */
+    if (batch <= (t == QG_Q8_K ? 1u : 8u) && 2 * ((rows + 31) / 32) < 3 * (size_t)sms) return 1;
     return t == QG_Q6_K && batch > 8 ? 1 : 2;
 }
 
@@ -2208,7 +2214,11 @@ int first_batch(const wg_knobs &k, qg_ktype t, size_t rows, size_t nb)
     if (ring_config().pinned) return 17;
     const bool long_k = nb >= 48;
     const bool many_rows = (rows + 63) / 64 > (size_t)ring_config().sms;
-    return many_rows || (t == QG_Q6_K ? rows <= 4096 && long_k : long_k) ? 9 : 17;
+    /* Q6_K on more than 4096 rows where the ring kernel does not run (its CTAs would fill less than three
+     * quarters of the SMs), whose batch 9..16 the staged kernel then took: H200, same call, batch 16,
+     * 5120x13824 76.6 -> 44.1 us, 6144x4096 28.4 -> 17.4, 5120x5120 32.9 -> 20.7 */
+    const bool q6_mid = t == QG_Q6_K && rows > 4096 && 4 * ((rows + 63) / 64) < 3 * (size_t)ring_config().sms;
+    return many_rows || q6_mid || (t == QG_Q6_K ? rows <= 4096 && long_k : long_k) ? 9 : 17;
 }
 
 /* Stream-ordered device memory from a pool of the library's own on the current device, whose release
