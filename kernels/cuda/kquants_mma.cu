@@ -1903,16 +1903,28 @@ bool two_tiles_fill(size_t rows, int sms) { return (rows + 31) / 32 >= (size_t)s
  * costs weigh more (staged_tiles, ring_first_batch). */
 bool short_k(size_t nb) { return nb < 32; }
 
+/* Whether the staged kernel's two-tile blocks (32 rows) take more than one wave of three an SM and fill
+ * less than two thirds of the waves they take: there the last wave leaves most SMs one block or none. */
+bool two_tiles_waves_short(size_t rows, int sms)
+{
+    const size_t blocks = (rows + 31) / 32, slots = 3 * (size_t)sms, waves = sms > 0 ? (blocks + slots - 1) / slots : 0;
+    return blocks > slots && 3 * blocks < 2 * waves * slots;
+}
+
 /* Row tiles per warp of the staged kernel: 2, except Q6_K at batch 9..16 (one tile: 8-12% faster on an
  * H200; with two it needs more than 255 registers and spills), every type on fewer rows than 32 a block
  * fill the SMs with (4096 rows make 128 blocks of two tiles a warp for 132 SMs, leaving SMs idle; one tile
  * a warp makes 256: H200, same call, 4096x14336 at batch 1 Q4_K 25.2 -> 20.8 us, Q6_K 38.4 -> 29.1 us; from
  * 8192 rows on two tiles stay ahead for Q4_K, 28672x8192 61 against 65 us), and every type with K below
  * 8192 where the two-tile blocks take more than one wave of three an SM (what the batch 1..8 instances of
- * every type fit: 141-167 registers; a warp's phase then holds at most 3 super-blocks and the block's
- * fixed costs weigh more: H200, one call, 14336x4096 at batch 1 Q4_K 24.2 -> 21.1 us, Q6_K 32.1 -> 28.3
- * us; within one wave two tiles are ahead: 10240x4096, 11264x4096 and 12288x4096 at batch 1..8 every type
- * 4-22% less time with two, e.g. 12288x4096 Q4_K batch 4 22.4 -> 17.7 us). Q5_K at batch 1..8 took one
+ * every type fit: 141-167 registers) and fill less than two thirds of their waves (two_tiles_waves_short:
+ * a warp's phase then holds at most 3 super-blocks and the block's fixed costs weigh more: H200, one
+ * call, 14336x4096 at batch 1 Q4_K 24.2 -> 21.1 us, Q6_K 32.1 -> 28.3 us; within one wave two tiles are
+ * ahead: 10240x4096, 11264x4096 and 12288x4096 at batch 1..8 every type 4-22% less time with two, e.g.
+ * 12288x4096 Q4_K batch 4 22.4 -> 17.7 us; and so they are where the waves fill: H200, one call, batch
+ * 1..8, 17920x5120, 18432x4096, 18944x3584 and 24576x3072, 0.71-0.97 of two or three waves, two tiles
+ * against one 3-16% less time for Q4_K and Q5_K, e.g. 24576x3072 Q4_K batch 4 28.6 -> 24.1 us, while
+ * 13824x5120, 14336x4096 and 14336x3584, 0.55-0.57 of two waves, keep one, 2-14% faster there). Q5_K at batch 1..8 took one
  * tile everywhere after an H100 measurement of an earlier kernel (168-179 registers, 1.28-1.44x cuBLAS
  * fp16 at batch 1 against 1.65-1.81x with one); its kernel now takes 166, three blocks an SM, and two tiles
  * measured faster on the H200 (8192x28672 batch 1 74.9 -> 65.5 us, 28672x8192 74.5 -> 70.1). QG_CUDA_KQ_MMA_TILES
@@ -1922,7 +1934,7 @@ int staged_tiles(qg_ktype t, size_t batch, size_t rows, size_t nb, int sms)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
-    if (!two_tiles_fill(rows, sms) || (short_k(nb) && (rows + 31) / 32 > 3 * (size_t)sms)) return 1;
+    if (!two_tiles_fill(rows, sms) || (short_k(nb) && two_tiles_waves_short(rows, sms))) return 1;
     /* batch 1..8 (Q8_K: 1): fewer than 1.5 two-tile blocks an SM leave most SMs one block; one tile a
      * warp gives each two or three. H200, same call, 5120x13824, 5120x5120 and 6144x4096: Q4_K, Q5_K and
      * Q6_K 7-23% less time at batch 1..4 and up to 14% at 8 (5120x13824 batch 1 Q4_K 29.0 -> 24.0 us, Q6_K
@@ -2004,10 +2016,30 @@ ring_cfg ring_config()
     return c;
 }
 
+int ring_tiles(size_t rows, int sms);
+
+/* The phases a ring kernel CTA walks: PH = 4 where its CTAs alone fill three quarters of the slots of two
+ * CTAs an SM, else PH = 1. The CTAs are counted as 8 row tiles each for Q4_K, Q5_K and Q6_K (which take
+ * 8 a CTA but where ring_tiles gives 7) and as ring_tiles' lt for Q8_K, whose 8-warp CTAs compute lt of
+ * them: 17920..24576 rows make 224..256 Q8_K CTAs of 5 or 6 tiles, two an SM, where the PH = 1 CTAs take
+ * three waves of 4 tiles; H200, one call, batch 1..8, 17920x5120, 18432x4096, 18944x3584 and 24576x3072:
+ * 3-16% less time with PH = 4 (18944x3584 batch 4 38.1 -> 32.6 us), while 13824 and 14336 rows (at most
+ * one such CTA an SM) stay with PH = 1, 13-19% faster there. */
+int ring_phases(qg_ktype t, size_t rows, int sms)
+{
+    const size_t lt = t == QG_Q8_K ? (size_t)ring_tiles(rows, sms) : 8, ctas = ((rows + 15) / 16 + lt - 1) / lt;
+    return 4 * ctas >= 6 * (size_t)sms ? 4 : 1;
+}
+
 /* The first batch the ring kernel takes for type t: ring_config's, but Q6_K with K below 8192 keeps batch
  * 4, where the staged kernel's one tile a warp (staged_tiles) measured faster at batch 1..2 (H200,
- * 14336x4096 batch 1 28.3 against 30.8 us); ring_config's wherever the ring is pinned. */
-int ring_first_batch(const ring_cfg &c, qg_ktype t, size_t nb) { return !c.pinned && t == QG_Q6_K && short_k(nb) ? 4 : c.min_batch[t]; }
+ * 14336x4096 batch 1 28.3 against 30.8 us), unless the ring's CTAs walk all four phases (ring_phases):
+ * 28672x4096 (fused gate and up of an 8B model) at batch 1..2 50.8 -> 47.0 and 52.3 -> 47.2 us (H200, one
+ * call); ring_config's wherever the ring is pinned. */
+int ring_first_batch(const ring_cfg &c, qg_ktype t, size_t rows, size_t nb)
+{
+    return !c.pinned && t == QG_Q6_K && short_k(nb) && ring_phases(t, rows, c.sms) == 1 ? 4 : c.min_batch[t];
+}
 
 /* Row tiles a CTA of PH = 4 computes. Two CTAs an SM share its issue slots, so the SM holding the most
  * row tiles sets the time: 28672 rows as 224 CTAs of 8 tiles leave 92 SMs with 16 tiles and 40 with 8.
@@ -2087,6 +2119,9 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
     return launch_ring_kernel<T, NT, PH, false, ring_rw(PH)>(w, rows, nb, x, cols, batch, y32, y16, ring_rw(PH), s);
 }
 
+/* Whether the ring kernel's PH = 1 CTAs (64 rows, one an SM) number at least three quarters of the SMs */
+bool ring_ctas_fill(size_t rows, int sms) { return 4 * ((rows + 63) / 64) >= 3 * (size_t)sms; }
+
 /* Whether the ring kernel's PH = 1 CTAs (64 rows, one an SM) fill at least three quarters of the waves
  * they take (as the one-wave rule of ring_fills asks). Just above 64 rows an SM they make two waves of
  * which the second is nearly empty: H200, one call, the staged kernel against the ring on 9216x8192 and
@@ -2096,15 +2131,15 @@ int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, si
  * Q5_K batch 4 43.9 -> 33.4 us, Q6_K batch 1 51.1 -> 41.2, Q4_K batch 8 39.7 -> 34.0; 12288x4096 11-21%
  * less at batch 4..8); from 14336 rows (0.85) the ring is ahead. At 18432 rows (288 CTAs, 0.73 of three
  * waves) the staged kernel took 6-20% less time with K = 8192 (Q6_K batch 1 74.0 -> 66.4 us, Q5_K batch 4
- * 63.5 -> 51.0); with K below 8192, where its blocks are one tile a warp beyond one wave (staged_tiles),
- * it measured mixed against three waves of the ring (18432x4096: batch 4 7-9% less, batch 8 up to 10%
- * more, Q4_K 32.0 -> 35.3 us), so there the ring keeps three waves and more. Q8_K's ring measured as fast
- * as the staged kernel or faster on these shapes at batch 4..8 (and within 12% either way at 1..2), and
- * keeps them. */
-bool ring_waves_fill(size_t rows, size_t nb, int sms)
+ * 63.5 -> 51.0), and so it did with K below 8192 once its blocks there kept two row tiles a warp
+ * (staged_tiles): 17920x5120, 18432x4096 and 18944x3584 (0.71-0.75 of three waves), batch 4..8, 6-24%
+ * less time for Q4_K, Q5_K and Q6_K (17920x5120 Q5_K batch 4 42.8 -> 32.7 us, Q6_K 57.9 -> 45.4; with one
+ * tile a warp it had measured mixed). Q8_K's ring measured as fast as the staged kernel or faster on these
+ * shapes at batch 4..8 (and within 12% either way at 1..2), and keeps them (ring_phases). */
+bool ring_waves_fill(size_t rows, int sms)
 {
     const size_t ctas = (rows + 63) / 64, waves = sms > 0 ? (ctas + (size_t)sms - 1) / (size_t)sms : 0;
-    return sms > 0 && ((short_k(nb) && waves >= 3) || 4 * ctas >= 3 * waves * (size_t)sms);
+    return sms > 0 && 4 * ctas >= 3 * waves * (size_t)sms;
 }
 
 /* Whether the ring kernel runs on this many rows. PH = 1 CTAs hold 64 rows at one CTA an SM, so 4096 rows
@@ -2118,19 +2153,18 @@ bool ring_waves_fill(size_t rows, size_t nb, int sms)
  * where they do not, staged_tiles gives it one tile a warp, and that measured 40-43% faster than the ring
  * on 2048x8192 and 3-20% on 4096x4096, H200, same call), or where QG_CUDA_KQ_RING_MIN or _PH pin it.
  * Which kernel runs never changes an output's bits. */
-bool ring_fills(qg_ktype t, int batch, size_t rows, size_t nb, const ring_cfg &c)
+bool ring_fills(qg_ktype t, int batch, size_t rows, const ring_cfg &c)
 {
     return c.pinned || (t == QG_Q8_K && batch > 8 && two_tiles_fill(rows, c.sms)) ||
-           (4 * ((rows + 63) / 64) >= (size_t)(3 * c.sms) && (t == QG_Q8_K || ring_waves_fill(rows, nb, c.sms)));
+           (ring_ctas_fill(rows, c.sms) && (t == QG_Q8_K || ring_waves_fill(rows, c.sms)));
 }
 
-/* PH = 4 where its CTAs alone fill three quarters of the slots of two CTAs an SM, else PH = 1 */
 template <int T, int NT>
 int launch_ring(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
                 cudaStream_t s)
 {
     const ring_cfg c = ring_config();
-    const int ph = c.ph != 0 ? c.ph : 4 * ((rows + 127) / 128) >= (size_t)(3 * 2 * c.sms) ? 4 : 1;
+    const int ph = c.ph != 0 ? c.ph : ring_phases((qg_ktype)T, rows, c.sms);
     return ph == 4 ? launch_ring_ph<T, NT, 4>(w, rows, nb, x, cols, batch, y32, y16, s)
                    : launch_ring_ph<T, NT, 1>(w, rows, nb, x, cols, batch, y32, y16, s);
 }
@@ -2196,7 +2230,7 @@ wg_knobs wg_config()
 
 /* The smallest batch the warpgroup kernel takes: 9 (one group of 16 columns) on more rows than 64 an SM
  * (more than the ring kernel's 64-row CTAs of four phase groups, one an SM, finish in one wave) or with K
- * >= 12288 (Q6_K: on at most 4096 rows with K >= 12288), else 17; 17 wherever QG_CUDA_KQ_RING_MIN/_PH
+ * >= 12288 (Q6_K: on at most 4096 rows with K >= 10240), else 17; 17 wherever QG_CUDA_KQ_RING_MIN/_PH
  * pin the ring kernel. H200, same run, batch 12 and 16 against the previous choice (the ring or staged
  * kernel, or this one with a zero-padded group of 32): 28672x8192 10% less time (Q4_K, Q5_K), 14% (Q6_K),
  * within 1% (Q8_K); 8192x28672 11-12% less (Q4_K, Q5_K), 3% (Q8_K), 6% more (Q6_K, whose 64-row CTAs make
@@ -2217,8 +2251,11 @@ int first_batch(const wg_knobs &k, qg_ktype t, size_t rows, size_t nb)
     /* Q6_K on more than 4096 rows where the ring kernel does not run (its CTAs would fill less than three
      * quarters of the SMs), whose batch 9..16 the staged kernel then took: H200, same call, batch 16,
      * 5120x13824 76.6 -> 44.1 us, 6144x4096 28.4 -> 17.4, 5120x5120 32.9 -> 20.7 */
-    const bool q6_mid = t == QG_Q6_K && rows > 4096 && 4 * ((rows + 63) / 64) < 3 * (size_t)ring_config().sms;
-    return many_rows || q6_mid || (t == QG_Q6_K ? rows <= 4096 && long_k : long_k) ? 9 : 17;
+    const bool q6_mid = t == QG_Q6_K && rows > 4096 && !ring_ctas_fill(rows, ring_config().sms);
+    /* Q6_K on at most 4096 rows from K = 10240: H200, one call, batch 9..16, 3072x10240 and 4096x10240
+     * 15-23% less time than the staged kernel (4096x10240 batch 16 34.0 -> 26.3 us), 4096x11008 0-6%; the
+     * other types there measured within 12% either way and keep K >= 12288 */
+    return many_rows || q6_mid || (t == QG_Q6_K ? rows <= 4096 && nb >= 40 : long_k) ? 9 : 17;
 }
 
 /* Stream-ordered device memory from a pool of the library's own on the current device, whose release
@@ -2387,9 +2424,9 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     }
     {
         /* the ring kernel keeps a ring's byte offsets (128 rows) in 32 bits */
-        if (ring.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= ring_first_batch(ring, (qg_ktype)T, nb) && B <= 16 &&
+        if (ring.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= ring_first_batch(ring, (qg_ktype)T, rows, nb) && B <= 16 &&
             ((uintptr_t)x & 15u) == 0 &&
-            ring_fills((qg_ktype)T, B, rows, nb, ring) &&
+            ring_fills((qg_ktype)T, B, rows, ring) &&
             128 * nb * bb < ((size_t)1 << 32) &&
             ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin)
             return B <= 8 ? launch_ring<T, 1>(w, rows, nb, x, cols, B, y32, y16, s) : launch_ring<T, 2>(w, rows, nb, x, cols, B, y32, y16, s);
