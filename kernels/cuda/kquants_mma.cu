@@ -1934,7 +1934,12 @@ int staged_tiles(qg_ktype t, size_t batch, size_t rows, size_t nb, int sms)
 {
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
-    if (!two_tiles_fill(rows, sms) || (short_k(nb) && two_tiles_waves_short(rows, sms))) return 1;
+    /* Q6_K below the ring's batch 4 keeps one tile a warp beyond one wave: H200, one call, 17920x5120,
+     * 22016x4096 and 28672x4096 at batch 1..2 2-5% faster with one (22016x4096 batch 1 40.4 against 42.4
+     * us), 18432x4096, 18944x3584 and 24576x3072 within 1% either way */
+    if (!two_tiles_fill(rows, sms) ||
+        (short_k(nb) && (t == QG_Q6_K && batch < 4 ? (rows + 31) / 32 > 3 * (size_t)sms : two_tiles_waves_short(rows, sms))))
+        return 1;
     /* batch 1..8 (Q8_K: 1): fewer than 1.5 two-tile blocks an SM leave most SMs one block; one tile a
      * warp gives each two or three. H200, same call, 5120x13824, 5120x5120 and 6144x4096: Q4_K, Q5_K and
      * Q6_K 7-23% less time at batch 1..4 and up to 14% at 8 (5120x13824 batch 1 Q4_K 29.0 -> 24.0 us, Q6_K
@@ -2018,17 +2023,22 @@ ring_cfg ring_config()
 
 int ring_tiles(size_t rows, int sms);
 
-/* The phases a ring kernel CTA walks: PH = 4 where its CTAs alone fill three quarters of the slots of two
- * CTAs an SM, else PH = 1. The CTAs are counted as 8 row tiles each for Q4_K, Q5_K and Q6_K (which take
- * 8 a CTA but where ring_tiles gives 7) and as ring_tiles' lt for Q8_K, whose 8-warp CTAs compute lt of
- * them: 17920..24576 rows make 224..256 Q8_K CTAs of 5 or 6 tiles, two an SM, where the PH = 1 CTAs take
- * three waves of 4 tiles; H200, one call, batch 1..8, 17920x5120, 18432x4096, 18944x3584 and 24576x3072:
- * 3-16% less time with PH = 4 (18944x3584 batch 4 38.1 -> 32.6 us), while 13824 and 14336 rows (at most
- * one such CTA an SM) stay with PH = 1, 13-19% faster there. */
+/* The phases a ring kernel CTA walks: PH = 4 where its CTAs of 128 rows alone fill three quarters of the
+ * slots of two CTAs an SM, else PH = 1. Q8_K, whose 8-warp PH = 4 CTAs compute ring_tiles' lt row tiles,
+ * also takes PH = 4 where those CTAs fill three quarters of the slots and leave the busiest SM fewer row
+ * tiles than the PH = 1 CTAs' waves of 4 do: 17920..18944 rows make 224..237 CTAs of 5 tiles, at most 10
+ * tiles an SM against three waves of 4. H200, one call, batch 1..8, 17920x5120, 18432x4096, 18944x3584 and
+ * 18432x8192: 3-15% less time (18944x3584 batch 4 38.1-38.3 -> 32.7 us). Where the loads tie (22016 and
+ * 24576 rows: 12 tiles either way) it measured from 5% less time (24576x3072) to 9% more (24576x8192), so
+ * PH = 1 stays there; 13824 and 14336 rows (at most one such CTA an SM) too, 13-19% faster with it. */
 int ring_phases(qg_ktype t, size_t rows, int sms)
 {
-    const size_t lt = t == QG_Q8_K ? (size_t)ring_tiles(rows, sms) : 8, ctas = ((rows + 15) / 16 + lt - 1) / lt;
-    return 4 * ctas >= 6 * (size_t)sms ? 4 : 1;
+    if (sms <= 0) return 1;
+    const size_t S = (size_t)sms, tiles = (rows + 15) / 16;
+    if (4 * ((rows + 127) / 128) >= 6 * S) return 4;
+    if (t != QG_Q8_K) return 1;
+    const size_t lt = (size_t)ring_tiles(rows, sms), ctas = (tiles + lt - 1) / lt, ctas1 = (rows + 63) / 64;
+    return 4 * ctas >= 6 * S && (ctas + S - 1) / S * lt < 4 * ((ctas1 + S - 1) / S) ? 4 : 1;
 }
 
 /* The first batch the ring kernel takes for type t: ring_config's, but Q6_K with K below 8192 keeps batch
