@@ -1246,6 +1246,24 @@ __device__ __forceinline__ void copy_segment(uint32_t dst, const uint8_t *first,
         for (int i = 0; p + i < end; i++) asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(dst + i), "r"((uint32_t)p[i]) : "memory");
 }
 
+/* Stage rows lim .. rows_end - 1 of every stage (row r at r SLOT) set to zero, once, before the first
+ * copy: the grid copies never write the rows of a partial CTA past the weights, and their warps still
+ * compute them (outputs never stored). Stale words there looked special often enough that those warps
+ * took the exact scalar path at every super-block: H200, Q6_K 27648x5120 at batch 4..8 (247 CTAs of 112
+ * rows, the last one 6 tiles) 274-284 us, 3.7x the time of 28672x5120. Zero words are no special value;
+ * a zero code times an inf or NaN activation still is, as in any row. */
+template <int SLOT, int NST, int STB, int NTH>
+__device__ __forceinline__ void zero_dead_rows(unsigned char *stages, int lim, int rows_end, int tid)
+{
+    static_assert(SLOT % 16 == 0 && STB % 16 == 0, "whole 16-byte pieces");
+    constexpr int PIECES = SLOT / 16;
+    const int per = (rows_end - lim) * PIECES; /* <= 0 but in a partial CTA */
+    for (int e = tid; e < NST * per; e += NTH) {
+        const int st = e / per, r = lim + (e % per) / PIECES, q = e % PIECES;
+        *reinterpret_cast<uint4 *>(stages + st * STB + r * SLOT + 16 * q) = make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
 /* A CTA's copies of its rows' blocks of one super-block into a stage (the ring kernel and k_kq_gemm_wg),
  * two ways that land the same bytes; which one an instance compiles is a choice of speed alone
  * (ring_grid, wg_grid).
@@ -1321,8 +1339,8 @@ struct row_copies_flat {
  * stage (s < SC): for the aligned types the block itself, else the 16-byte segments that cover it (the
  * row's first at its block's offset rounded down to 16). SC = SEG, or fewer where the kernel reads no byte
  * of the segments after (Q8_K's bsums). Rows at or past lim (the CTA's rows inside the weights, fewer for a
- * partial CTA) are not copied: their stage rows are never stored (their outputs are not written, and the
- * special-value path reads clamped rows from global memory). Byte offsets from the first row stay below
+ * partial CTA) are not copied: their stage rows hold zeros (zero_dead_rows) and their outputs are never
+ * stored. Byte offsets from the first row stay below
  * 2^32 (checked by the launches). Thread tid < R SC takes segment tid % SC of rows tid / SC + R k, R rows
  * a round, so its copy k is one per-thread base plus k times a fixed step, in global and shared memory
  * alike: one 64-bit add a copy.
@@ -1467,6 +1485,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
     /* grid: the CTA's rows inside the weights (PART: of its 16 lt rows); flat (PART): the copies of its
      * 16 lt rows, e < wlim */
     const int wlim = ring_grid<T, NT, PH>() ? (int)min((size_t)(16 * lt), rows - row0) : 16 * lt * SEG;
+    if constexpr (ring_grid<T, NT, PH>()) zero_dead_rows<SLOT, RING_ST, STB, NTH>(gsm, wlim, 16 * lt, tid);
     const __half *xsrc[KX];
 #pragma unroll
     for (int k = 0; k < KX; k++) {
@@ -1689,6 +1708,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     using copies_t = std::conditional_t<wg_grid<T>(), row_copies_grid<T, NTH, RR, ring_slot<T>() / 16, U6>, row_copies_flat<T, NTH, RR, false>>;
     const copies_t wc(w, rows, nb, row0, tid);          /* the thread's copies of the CTA's rows */
     const int wlim = (int)min((size_t)RR, rows - row0); /* grid: those inside the weights */
+    if constexpr (wg_grid<T>()) zero_dead_rows<SLOT, ST, STB, NTH>(dyn_smem, wlim, RR, tid);
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(dyn_smem);
     const int pb = PS == 4 ? 0 : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
     int islot = 0, ipi = pb, ik = 0, total = 0, icnt = count(pb);
