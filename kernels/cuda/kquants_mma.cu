@@ -2063,12 +2063,14 @@ int ring_phases(qg_ktype t, size_t rows, int sms)
 
 /* The first batch the ring kernel takes for type t: ring_config's, but Q6_K with K below 8192 keeps batch
  * 4, where the staged kernel's one tile a warp (staged_tiles) measured faster at batch 1..2 (H200,
- * 14336x4096 batch 1 28.3 against 30.8 us), unless the ring's CTAs walk all four phases (ring_phases):
- * 28672x4096 (fused gate and up of an 8B model) at batch 1..2 50.8 -> 47.0 and 52.3 -> 47.2 us (H200, one
- * call); ring_config's wherever the ring is pinned. */
-int ring_first_batch(const ring_cfg &c, qg_ktype t, size_t rows, size_t nb)
+ * 14336x4096 batch 1 28.3 against 30.8 us), unless the ring's CTAs walk all four phases (ring_phases) on
+ * 16-aligned rows (q6_unaligned_rows false): H200, one call, batch 1..2, 27648x4096 and 28672x4096 (fused
+ * gate and up of an 8B model) 5-8% less time (28672x4096 batch 2 52.2 -> 47.8 us), but K = 5120 (rows 8
+ * bytes off 16) 8-15% more on 26624..28672 rows and 28% on 35840; ring_config's wherever the ring is
+ * pinned. */
+int ring_first_batch(const ring_cfg &c, qg_ktype t, size_t rows, size_t nb, bool unaligned)
 {
-    return !c.pinned && t == QG_Q6_K && short_k(nb) && ring_phases(t, rows, c.sms) == 1 ? 4 : c.min_batch[t];
+    return !c.pinned && t == QG_Q6_K && short_k(nb) && (unaligned || ring_phases(t, rows, c.sms) == 1) ? 4 : c.min_batch[t];
 }
 
 /* Row tiles a CTA of PH = 4 computes. Two CTAs an SM share its issue slots, so the SM holding the most
@@ -2454,7 +2456,7 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     }
     {
         /* the ring kernel keeps a ring's byte offsets (128 rows) in 32 bits */
-        if (ring.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= ring_first_batch(ring, (qg_ktype)T, rows, nb) && B <= 16 &&
+        if (ring.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= ring_first_batch(ring, (qg_ktype)T, rows, nb, q6_unaligned_rows<T>(w, nb)) && B <= 16 &&
             ((uintptr_t)x & 15u) == 0 &&
             ring_fills((qg_ktype)T, B, rows, ring) &&
             128 * nb * bb < ((size_t)1 << 32) &&
