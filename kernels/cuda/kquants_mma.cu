@@ -1252,6 +1252,12 @@ __device__ __forceinline__ void copy_segment(uint32_t dst, const uint8_t *first,
  * took the exact scalar path at every super-block: H200, Q6_K 27648x5120 at batch 4..8 (247 CTAs of 112
  * rows, the last one 6 tiles) 274-284 us, 3.7x the time of 28672x5120. Zero words are no special value;
  * a zero code times an inf or NaN activation still is, as in any row. */
+/* Q6_K only: its stale rows measured slow (27648x5120 at batch 8 3.9x the time a row of 28672x5120),
+ * Q4_K, Q5_K and Q8_K on the same partial CTAs not (within 4% a row), and the zeroing code cost the Q4_K
+ * ring 5% on 8192x28672 at batch 8 and its warpgroup kernel 1.5-2% at batch 16..32 (H200, same call),
+ * where no CTA is partial. */
+template <int T> __host__ __device__ constexpr bool zero_dead() { return T == QG_Q6_K; }
+
 template <int SLOT, int NST, int STB, int NTH>
 __device__ __forceinline__ void zero_dead_rows(unsigned char *stages, int lim, int rows_end, int tid)
 {
@@ -1485,7 +1491,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
     /* grid: the CTA's rows inside the weights (PART: of its 16 lt rows); flat (PART): the copies of its
      * 16 lt rows, e < wlim */
     const int wlim = ring_grid<T, NT, PH>() ? (int)min((size_t)(16 * lt), rows - row0) : 16 * lt * SEG;
-    if constexpr (ring_grid<T, NT, PH>()) zero_dead_rows<SLOT, RING_ST, STB, NTH>(gsm, wlim, 16 * lt, tid);
+    if constexpr (zero_dead<T>() && ring_grid<T, NT, PH>()) zero_dead_rows<SLOT, RING_ST, STB, NTH>(gsm, wlim, 16 * lt, tid);
     const __half *xsrc[KX];
 #pragma unroll
     for (int k = 0; k < KX; k++) {
@@ -1708,7 +1714,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     using copies_t = std::conditional_t<wg_grid<T>(), row_copies_grid<T, NTH, RR, ring_slot<T>() / 16, U6>, row_copies_flat<T, NTH, RR, false>>;
     const copies_t wc(w, rows, nb, row0, tid);          /* the thread's copies of the CTA's rows */
     const int wlim = (int)min((size_t)RR, rows - row0); /* grid: those inside the weights */
-    if constexpr (wg_grid<T>()) zero_dead_rows<SLOT, ST, STB, NTH>(dyn_smem, wlim, RR, tid);
+    if constexpr (zero_dead<T>() && wg_grid<T>()) zero_dead_rows<SLOT, ST, STB, NTH>(dyn_smem, wlim, RR, tid);
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(dyn_smem);
     const int pb = PS == 4 ? 0 : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
     int islot = 0, ipi = pb, ik = 0, total = 0, icnt = count(pb);
