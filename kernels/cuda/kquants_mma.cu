@@ -1246,18 +1246,18 @@ __device__ __forceinline__ void copy_segment(uint32_t dst, const uint8_t *first,
         for (int i = 0; p + i < end; i++) asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(dst + i), "r"((uint32_t)p[i]) : "memory");
 }
 
+/* Which types zero a partial CTA's dead rows (zero_dead_rows): Q6_K only. Its stale rows measured slow
+ * (27648x5120 at batch 8 3.9x the time a row of 28672x5120), Q4_K, Q5_K and Q8_K on the same partial
+ * CTAs not (within 4% a row), and the zeroing code cost the Q4_K ring 5% on 8192x28672 at batch 8 and its
+ * warpgroup kernel 1.5-2% at batch 16..32 (H200, same call), where no CTA is partial. */
+template <int T> __host__ __device__ constexpr bool zero_dead() { return T == QG_Q6_K; }
+
 /* Stage rows lim .. rows_end - 1 of every stage (row r at r SLOT) set to zero, once, before the first
  * copy: the grid copies never write the rows of a partial CTA past the weights, and their warps still
  * compute them (outputs never stored). Stale words there looked special often enough that those warps
  * took the exact scalar path at every super-block: H200, Q6_K 27648x5120 at batch 4..8 (247 CTAs of 112
- * rows, the last one 6 tiles) 274-284 us, 3.7x the time of 28672x5120. Zero words are no special value;
+ * rows, the last one 6 tiles) 273-283 us, 3.7x the time of 28672x5120. Zero words are no special value;
  * a zero code times an inf or NaN activation still is, as in any row. */
-/* Q6_K only: its stale rows measured slow (27648x5120 at batch 8 3.9x the time a row of 28672x5120),
- * Q4_K, Q5_K and Q8_K on the same partial CTAs not (within 4% a row), and the zeroing code cost the Q4_K
- * ring 5% on 8192x28672 at batch 8 and its warpgroup kernel 1.5-2% at batch 16..32 (H200, same call),
- * where no CTA is partial. */
-template <int T> __host__ __device__ constexpr bool zero_dead() { return T == QG_Q6_K; }
-
 template <int SLOT, int NST, int STB, int NTH>
 __device__ __forceinline__ void zero_dead_rows(unsigned char *stages, int lim, int rows_end, int tid)
 {
@@ -1961,7 +1961,7 @@ int staged_tiles(qg_ktype t, size_t batch, size_t rows, size_t nb, int sms)
     const char *env = getenv("QG_CUDA_KQ_MMA_TILES");
     if (env != nullptr && (env[0] == '0' || env[0] == '1' || env[0] == '2') && env[1] == '\0') return env[0] - '0';
     /* Q6_K below the ring's batch 4 keeps one tile a warp beyond one wave: H200, one call, 17920x5120,
-     * 22016x4096 and 28672x4096 at batch 1..2 2-5% faster with one (22016x4096 batch 1 40.4 against 42.4
+     * 22016x4096 and 28672x4096 at batch 1..2 1.5-5% faster with one (22016x4096 batch 1 40.4 against 42.4
      * us), 18432x4096, 18944x3584 and 24576x3072 within 1% either way */
     if (!two_tiles_fill(rows, sms) ||
         (short_k(nb) && (t == QG_Q6_K && batch < 4 ? (rows + 31) / 32 > 3 * (size_t)sms : two_tiles_waves_short(rows, sms))))
@@ -2056,7 +2056,7 @@ int ring_tiles(size_t rows, int sms);
  * tiles an SM against three waves of 4. H200, one call, batch 1..8, 17920x5120, 18432x4096, 18944x3584 and
  * 18432x8192: 3-15% less time (18944x3584 batch 4 38.1-38.3 -> 32.7 us). Where the loads tie (22016 and
  * 24576 rows: 12 tiles either way) it measured from 5% less time (24576x3072) to 9% more (24576x8192), so
- * PH = 1 stays there; 13824 and 14336 rows (at most one such CTA an SM) too, 13-19% faster with it. */
+ * PH = 1 stays there; 13824 and 14336 rows (at most one such CTA an SM) too, 13-19% faster with PH = 1. */
 int ring_phases(qg_ktype t, size_t rows, int sms)
 {
     if (sms <= 0) return 1;
@@ -2462,8 +2462,8 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
     }
     {
         /* the ring kernel keeps a ring's byte offsets (128 rows) in 32 bits */
-        if (ring.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr && B >= ring_first_batch(ring, (qg_ktype)T, rows, nb, q6_unaligned_rows<T>(w, nb)) && B <= 16 &&
-            ((uintptr_t)x & 15u) == 0 &&
+        if (ring.sm90 && getenv("QG_CUDA_KQ_MMA_TILES") == nullptr &&
+            B >= ring_first_batch(ring, (qg_ktype)T, rows, nb, q6_unaligned_rows<T>(w, nb)) && B <= 16 && ((uintptr_t)x & 15u) == 0 &&
             ring_fills((qg_ktype)T, B, rows, ring) &&
             128 * nb * bb < ((size_t)1 << 32) &&
             ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin)
