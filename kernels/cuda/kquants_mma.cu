@@ -2071,7 +2071,7 @@ int ring_phases(qg_ktype t, size_t rows, int sms)
  * 4, where the staged kernel's one tile a warp (staged_tiles) measured faster at batch 1..2 (H200,
  * 14336x4096 batch 1 28.3 against 30.8 us), unless the ring's CTAs walk all four phases (ring_phases) on
  * 16-aligned rows (q6_unaligned_rows false): H200, one call, batch 1..2, 27648x4096 and 28672x4096 (fused
- * gate and up of an 8B model) 5-8% less time (28672x4096 batch 2 52.2 -> 47.8 us), but K = 5120 (rows 8
+ * gate and up of an 8B model) 5-9% less time (28672x4096 batch 2 52.2 -> 47.8 us), but K = 5120 (rows 8
  * bytes off 16) 8-15% more on 26624..28672 rows and 28% on 35840; ring_config's wherever the ring is
  * pinned. */
 int ring_first_batch(const ring_cfg &c, qg_ktype t, size_t rows, size_t nb, bool unaligned)
