@@ -2180,6 +2180,23 @@ bool ring_waves_fill(size_t rows, int sms)
     return sms > 0 && 4 * ctas >= 3 * waves * (size_t)sms;
 }
 
+/* Whether the PH = 4 CTAs of Q4_K, Q5_K and Q6_K keep their busiest SM more than three quarters busy on
+ * average. They compute 7 row tiles where ring_tiles asks for 7 and 8 otherwise (launch_ring_ph: only
+ * Q8_K has CTAs of 5 or 6), so where ring_tiles wants 5 or 6 the 8-tile CTAs can leave most SMs far
+ * below the busiest: 35840 rows make 280 of them, two waves of two an SM of which the second holds 16,
+ * so the busiest SM computes 24 tiles against an average of 17 (0.71). With 132 SMs that is 25344 rows
+ * (0.75) and 34048..37888; there the staged kernel runs instead. H200, one call, two runs each, the ring
+ * against the staged kernel: 35840x5120 Q4_K batch 8 71.5-71.9 -> 54.2-54.3 us, Q5_K batch 4 78.9-79.2 ->
+ * 55.2-55.4, Q6_K batch 4 99.9-100.2 -> 77.8; 35840x8192 Q6_K batch 1 144.8-145.4 -> 113.6-114.0, Q5_K
+ * batch 4 124.6-124.8 -> 85.4-85.6; 36864x4096, 25344x5120 and 25344x8192 5-22% less time wherever the
+ * ring ran at batch 1..8; 30720x4096 (8-tile CTAs in one wave, 0.91) keeps the ring, 8-17% less time
+ * than the staged kernel there (Q4_K batch 8 38.1-38.3 against 43.6). */
+bool ring_ph4_fills(size_t rows, int sms)
+{
+    const size_t S = (size_t)sms, tiles = (rows + 15) / 16, lt = ring_tiles(rows, sms) == 7 ? 7 : 8, ctas = (tiles + lt - 1) / lt;
+    return sms > 0 && 4 * tiles > 3 * S * ((ctas + S - 1) / S * lt);
+}
+
 /* Whether the ring kernel runs on this many rows. PH = 1 CTAs hold 64 rows at one CTA an SM, so 4096 rows
  * make 64 CTAs and leave half of an H200's 132 SMs idle: there the staged kernel (32 rows a block, several
  * blocks an SM) measured up to 45% faster (H200, same run: 2048x8192, 4096x4096 and 4096x14336 at batch
@@ -2194,7 +2211,8 @@ bool ring_waves_fill(size_t rows, int sms)
 bool ring_fills(qg_ktype t, int batch, size_t rows, const ring_cfg &c)
 {
     return c.pinned || (t == QG_Q8_K && batch > 8 && two_tiles_fill(rows, c.sms)) ||
-           (ring_ctas_fill(rows, c.sms) && (t == QG_Q8_K || ring_waves_fill(rows, c.sms)));
+           (ring_ctas_fill(rows, c.sms) &&
+            (t == QG_Q8_K || (ring_waves_fill(rows, c.sms) && (ring_phases(t, rows, c.sms) == 1 || ring_ph4_fills(rows, c.sms)))));
 }
 
 template <int T, int NT>
