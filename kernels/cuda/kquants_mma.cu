@@ -1358,7 +1358,9 @@ struct row_copies_flat {
  *   R = RPRU, RPR rounded down to a multiple of 8. A Q6_K row (210 nb bytes) is even, so 8 rows are a
  *   multiple of 16 bytes for every nb: all rows a thread copies put the block at one offset mod 16, and the
  *   thread rounds its base down once a super-block. Only the last block of the weights can have a
- *   covering segment past their end; such a segment is copied byte by byte up to the end.
+ *   covering segment past their end; such a segment is copied byte by byte up to the end, in a loop over
+ *   the thread's rows that runs only where the thread's last possible segment would end past the weights
+ *   (elsewhere the copies are unrolled as in the aligned instances).
  * - Q8_K rows not 16-aligned: copy e = tid + NTH k of the flat order (row e / SC, segment e % SC)
  *   computes its row's segment from the row's own offset mod 16 (copy_segment). (The grid of Q6_K's kind,
  *   4 rows a round for Q8_K's 19 segments, measured 7-10% slower there: H200, 8192x11008, batch 1..8.)
@@ -1396,6 +1398,21 @@ struct row_copies_grid {
             const uint8_t *q = first + off + gofs - down;
             const size_t step = (size_t)RPRU * rb;
             uint32_t dst = st + gdst;
+            if (grow >= lim) return;
+            /* every covering segment of the thread's rows inside the weights (all but the last CTA's last
+             * super-block): the aligned instances' unrolled copies, one base and one step (row grow < lim
+             * is inside the weights, so end - q is a true distance) */
+            constexpr int KGU = (RR + RPRU - 1) / RPRU;
+            if ((size_t)(end - q) >= (size_t)(KGU - 1) * step + 16) {
+#pragma unroll
+                for (int k = 0; k < KGU; k++)
+#ifdef QG_CUDA_MUTANT_KQ_U6_STEP
+                    if (grow + RPRU * k < lim) cp_async16_s(dst + 16u * (uint32_t)(RPRU * SEG * k), q + (size_t)k * (step - 16)); /* a GPU-machine mutant: each round one segment early */
+#else
+                    if (grow + RPRU * k < lim) cp_async16_s(dst + 16u * (uint32_t)(RPRU * SEG * k), q + (size_t)k * step);
+#endif
+                return;
+            }
 #pragma unroll 1
             for (int r = grow; r < lim; r += RPRU, q += step, dst += 16u * RPRU * SEG) {
                 if (q + 16 <= end) cp_async16_s(dst, q);
