@@ -2219,7 +2219,8 @@ bool ring_ph4_fills(size_t rows, int sms)
  * blocks an SM) measured up to 45% faster (H200, same run: 2048x8192, 4096x4096 and 4096x14336 at batch
  * 4..16, every type), while 8192 rows (128 CTAs) and more keep the ring ahead. So the ring runs where its
  * PH = 1 CTAs number at least three quarters of the SMs (PH = 4 is only chosen where even its larger
- * CTAs fill more, so the test covers it) and, but for Q8_K, fill three quarters of their waves too (ring_waves_fill),
+ * CTAs fill more, so the test covers it) and, but for Q8_K, fill three quarters of their waves too (ring_waves_fill)
+ * and, where they walk four phases, keep the busiest SM more than three quarters busy (ring_ph4_fills),
  * except Q8_K at batch 9..16, whose staged kernel of two row tiles a warp measured 5-10% slower than the
  * ring on those shapes (the ring still runs there where the staged kernel's two-tile blocks fill the SMs;
  * where they do not, staged_tiles gives it one tile a warp, and that measured 40-43% faster than the ring
