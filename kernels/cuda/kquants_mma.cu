@@ -803,12 +803,12 @@ template <int T, int NT, int R> __host__ __device__ constexpr bool q4_hi16() { r
  * (inf * 0 is NaN, NaN propagates). Q6_K reads it off part: with a finite d (else the row is special
  * anyway) every group scale is finite and |part| < 2^53. The same decision as any_nonfinite4 in
  * superblock(), per column, with no instruction in the sub-block loop. */
-template <int T, int NT, int R, int CG>
+template <int T, int NT, int R, int CG, bool SF = sum_flags<T, CG>()>
 __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords<T>::n], const uint32_t (&vb)[R][wwords<T>::n],
                                                   const __half *xs, int g, int t, float (&part)[R][NT][4], uint32_t (&xsp)[R])
 {
     const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const uint32_t kb = sum_flags<T, CG>() ? k64() : 0x64u;
+    const uint32_t kb = SF ? k64() : 0x64u;
     /* without sum_flags: fl[n] = fma(v, 0, fl[n]) over the lane's activations of column tile n stays +-0
      * unless one of them is inf or NaN (inf * 0 and NaN propagate) */
     __half2 fl[NT];
@@ -844,7 +844,7 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
             const __half *p = xs + (8 * n + g) * XS + 32 * j + 4 * t;
             b0[n] = *reinterpret_cast<const uint2 *>(p);
             b1[n] = *reinterpret_cast<const uint2 *>(p + 16);
-            if constexpr (!sum_flags<T, CG>()) {
+            if constexpr (!SF) {
                 fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b0[n].x), hz, fl[n]);
                 fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b0[n].y), hz, fl[n]);
                 fl[n] = __hfma2(*reinterpret_cast<const __half2 *>(&b1[n].x), hz, fl[n]);
@@ -903,7 +903,7 @@ __device__ __forceinline__ void superblock_staged(const uint32_t (&va)[R][wwords
             }
         }
     }
-    if constexpr (sum_flags<T, CG>()) {
+    if constexpr (SF) {
 #pragma unroll
         for (int r = 0; r < R; r++) {
             xsp[r] = 0u;
@@ -1166,15 +1166,19 @@ template <int T> __host__ __device__ constexpr int ring_bb()
  * 16-byte segments that cover it (Q6_K 210 bytes at a 2-byte offset: 14 segments; Q8_K 292 at a 4-byte
  * offset: 19), the block starting (its offset mod 16) bytes in. */
 template <int T> __host__ __device__ constexpr int ring_slot() { return T == QG_Q6_K ? 224 : T == QG_Q8_K ? 304 : ring_bb<T>(); }
-/* Which kernel instances read a Q6_K block at a 4-byte boundary one word a read (load_words_shared):
- * the same words either way, so a choice of speed alone, fixed at compile time (the branch costs where
- * it is compiled in). H200, same call, with the copies of 16-aligned rows: the ring kernel's Q6_K
- * instances of one column tile and four phase groups (8192 rows, batch 4..8) 4-6% less time, the
- * warpgroup kernel's Q6_K instances 5-7% less on 28672x8192 (batch 16..64). Not taken in the ring
- * kernel's 7-warp CTAs (28672 rows, batch 4..8: 1.5% more with the flat copies, 8.6% with the grid ones)
- * and two column tiles (8192 rows, batch 16). */
-template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_a4() { return T == QG_Q6_K && PH == 1 && NT == 1; }
-template <int T> __host__ __device__ constexpr bool wg_fast() { return T == QG_Q6_K; }
+/* How load_words_shared reads a Q6_K block's words (the same words every way, so a choice of speed
+ * alone): Q6_READ_A2 two 2-byte reads a word (a block at any even address), Q6_READ_BRANCH one 4-byte read
+ * where the block is 4-byte aligned and two elsewhere (a branch a block), Q6_READ_A4 one 4-byte read (the
+ * caller knows the block is 4-byte aligned). The ring kernel walks each phase with the reads it needs
+ * (k_kq_gemm_ring: on rows that start 4-byte aligned, a phase's blocks are all aligned or all 2 bytes
+ * off); ring_q6_read is its choice where the rows' alignment is mixed: the branch for the instances of
+ * one column tile and four phase groups (8192 rows, batch 4..8: H200, same call, 4-6% less time than
+ * two 2-byte reads a word), else A2 (the branch measured 1.5-8.6% slower in the 7-warp CTAs of 28672
+ * rows at batch 4..8). The warpgroup kernel takes the branch (Q6_K on 28672x8192 at batch 16..64 5-7%
+ * less time). */
+enum { Q6_READ_A2 = 0, Q6_READ_BRANCH = 1, Q6_READ_A4 = 2 };
+template <int T, int NT, int PH> __host__ __device__ constexpr int ring_q6_read() { return T == QG_Q6_K && PH == 1 && NT == 1 ? Q6_READ_BRANCH : Q6_READ_A2; }
+template <int T> __host__ __device__ constexpr int wg_q6_read() { return T == QG_Q6_K ? Q6_READ_BRANCH : Q6_READ_A2; }
 /* Which instances take the grid copies (row_copies_grid) instead of the flat ones, likewise a choice of
  * speed alone: H200, same call, the ring kernel's one-column-tile instances of four phase groups (8192
  * rows: Q4_K batch 8 4-6% less time, Q5_K batch 4 on 8192x28672 4%, Q8_K batch 8 on 8192x8192 3%) and
@@ -1184,6 +1188,13 @@ template <int T> __host__ __device__ constexpr bool wg_fast() { return T == QG_Q
  * CTAs of the other types (28672 rows: Q8_K 1-1.4% more at batch 1..8, Q5_K 1%, Q4_K 1%), the warpgroup
  * kernel's Q5_K instances (batch 32: 3-4% more). The flat Q8_K instances copy 16-aligned rows by copy16
  * (ring_copy16: 4-6% less time at batch 1..8 on 28672x8192 than the general flat copy). */
+/* The ring kernel's choice of sum_flags (superblock_staged's SF), a choice of speed alone: the staged
+ * kernel's, and also for Q6_K, whose flags read off part let the byte permutes take an immediate
+ * selector (with the 0x64 byte as a constant each one needed a move of its selector) and drop the
+ * activations' fma tests: H200, same call, Q6_K batch 1..8 on 28672x8192, 8192x28672 and 8192x8192
+ * 4.5-6.5% less time. Q8_K keeps the activations' test (same call: from 2% less time on 28672x8192 to
+ * 2.4% more on 8192x28672). */
+template <int T> __host__ __device__ constexpr bool ring_sf() { return sum_flags<T, 1>() || T == QG_Q6_K; }
 template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_grid() { return NT == 1 && (PH == 1 || T == QG_Q6_K); }
 template <int T> __host__ __device__ constexpr bool wg_grid() { return T != QG_Q5_K; }
 template <int T> __host__ __device__ constexpr bool ring_copy16() { return T == QG_Q8_K; }
@@ -1212,11 +1223,11 @@ __device__ __forceinline__ uint32_t lds_u32_a2(const unsigned char *p)
     const uint16_t *q = reinterpret_cast<const uint16_t *>(p);
     return (uint32_t)q[0] | ((uint32_t)q[1] << 16);
 }
-template <int T, bool A4>
+template <int T, int RD>
 __device__ __forceinline__ void load_words_shared(const unsigned char *p, int t, uint32_t (&v)[wwords<T>::n])
 {
     if constexpr (T != QG_Q6_K) gather_words<T, ld_shared>(p, t, v);
-    else if (A4 && ((uintptr_t)p & 2u) == 0) { /* a block 4 bytes aligned (every other one of a 16-aligned row): one read a word */
+    else if (RD == Q6_READ_A4 || (RD == Q6_READ_BRANCH && ((uintptr_t)p & 2u) == 0)) { /* a block 4 bytes aligned: one read a word */
 #pragma unroll
         for (int s = 0; s < 12; s++) v[s] = *reinterpret_cast<const uint32_t *>(p + 16 * s + 4 * t);
 #pragma unroll
@@ -1379,6 +1390,8 @@ struct row_copies_grid {
     uint32_t gofs, gdst;        /* copy 0's offset from the first row's block and from the stage */
     int grow, tid;              /* copy 0's row (RR for the threads past R SC: none); the thread */
     bool grid;                  /* every row starts 16-aligned (Q6_K: !U6, which the launches ensure) */
+    const uint8_t *gbase;       /* (grid) copy 0's source at super-block 0: first + gofs */
+    size_t gstep;               /* (grid) the source step from a copy to the next: RPR rows */
     __device__ __forceinline__ row_copies_grid(const uint8_t *w, size_t rows, size_t nb, size_t row0, int tid_)
         : first(w + row0 * nb * BB), end(w + rows * nb * BB), rb(nb * BB), first_lo((uint32_t)(row0 * nb * BB)), tid(tid_),
           grid(ALIGNED || (T == QG_Q6_K && !U6) || (((nb * BB) & 15) == 0 && ((uintptr_t)w & 15) == 0))
@@ -1387,6 +1400,16 @@ struct row_copies_grid {
         grow = tid_ < (U6 ? RPRU : RPR) * SC ? r : RR;
         gofs = (uint32_t)((size_t)r * rb) + 16u * (uint32_t)s;
         gdst = 16u * (uint32_t)(r * SEG + s);
+#ifdef QG_CUDA_MUTANT_KQ_GRID_STEP
+        uint64_t b = (uint64_t)(first + gofs), step = (uint64_t)(RPR - 1) * rb; /* a GPU-machine mutant: each round one row short */
+#else
+        uint64_t b = (uint64_t)(first + gofs), step = (uint64_t)RPR * rb;
+#endif
+        /* opaque to the compiler, which otherwise rebuilds every copy's address from the kernel's
+         * parameters (nb, w) at every super-block: about 7 instructions a copy instead of 2 */
+        asm volatile("mov.b64 %0, %0;\n" : "+l"(b));
+        asm volatile("mov.b64 %0, %0;\n" : "+l"(step));
+        gbase = reinterpret_cast<const uint8_t *>(b), gstep = (size_t)step;
     }
     /* the thread's copies of the block at byte offset off of each row below lim into the stage at st */
     __device__ __forceinline__ void copy_all(uint32_t st, size_t off, int lim) const
@@ -1424,15 +1447,13 @@ struct row_copies_grid {
             return;
         }
         if (grid) {
-            const uint8_t *p = first + (ALIGNED ? off : off & ~(size_t)15) + gofs;
-#ifdef QG_CUDA_MUTANT_KQ_GRID_STEP
-            const size_t step = (size_t)(RPR - 1) * rb; /* a GPU-machine mutant: each round one row short */
-#else
-            const size_t step = (size_t)RPR * rb;
-#endif
+            /* copy k from gbase + the block's covering offset + k gstep: one 64-bit add a copy */
+            const uint8_t *p = gbase + (ALIGNED ? off : off & ~(size_t)15);
 #pragma unroll
-            for (int k = 0; k < KG; k++)
-                if (grow + RPR * k < lim) cp_async16_s(st + gdst + 16u * (uint32_t)(RPR * SEG * k), p + (size_t)k * step);
+            for (int k = 0; k < KG; k++) {
+                if (grow + RPR * k < lim) cp_async16_s(st + gdst + 16u * (uint32_t)(RPR * SEG * k), p);
+                p += gstep;
+            }
             return;
         }
         if constexpr (!ALIGNED && T != QG_Q6_K) {
@@ -1555,37 +1576,56 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
 #pragma unroll
             for (int j = 0; j < 4; j++) acc[n][j] = 0.0f;
         const int np = count(p);
-        for (int k = 0; k < np; k++, i++) {
-            cp_async_wait<RING_ST - 2>(); /* this thread's copies of super-block i of the sequence have landed */
-            ring_sync();                  /* everyone's have, and every warp is done with the slot refilled next */
-            if (i + RING_ST - 1 < total) issue();
-            cp_async_commit();
-            const unsigned char *st = gsm + cslot * STB;
-            cslot = cslot == RING_ST - 1 ? 0 : cslot + 1;
-            if (PART && !live) continue;
-            uint32_t va[1][W], vb[1][W];
-            const size_t sb = (size_t)p + 4 * (size_t)k;
-            /* the block's place in its slot: its offset mod 16 (0 for the aligned types) */
-            const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
-            load_words_shared<T, ring_a4<T, NT, PH>()>(st + (16 * wid + g) * SLOT + oa, t, va[0]);
-            load_words_shared<T, ring_a4<T, NT, PH>()>(st + (16 * wid + g + 8) * SLOT + ob, t, vb[0]);
-            float part[1][NT][4];
+        auto walk = [&](auto rd) { /* the phase's super-blocks, Q6_K words read as rd says */
+            for (int k = 0; k < np; k++, i++) {
+                cp_async_wait<RING_ST - 2>(); /* this thread's copies of super-block i of the sequence have landed */
+                ring_sync();                  /* everyone's have, and every warp is done with the slot refilled next */
+                if (i + RING_ST - 1 < total) issue();
+                cp_async_commit();
+                const unsigned char *st = gsm + cslot * STB;
+                cslot = cslot == RING_ST - 1 ? 0 : cslot + 1;
+                if (PART && !live) continue;
+                uint32_t va[1][W], vb[1][W];
+                const size_t sb = (size_t)p + 4 * (size_t)k;
+                /* the block's place in its slot: its offset mod 16 (0 for the aligned types) */
+                const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
+                load_words_shared<T, decltype(rd)::value>(st + (16 * wid + g) * SLOT + oa, t, va[0]);
+                load_words_shared<T, decltype(rd)::value>(st + (16 * wid + g + 8) * SLOT + ob, t, vb[0]);
+                float part[1][NT][4];
 #pragma unroll
-            for (int n = 0; n < NT; n++)
+                for (int n = 0; n < NT; n++)
 #pragma unroll
-                for (int j = 0; j < 4; j++) part[0][n][j] = 0.0f;
-            uint32_t xsp[1];
-            superblock_staged<T, NT, 1, 1>(va, vb, reinterpret_cast<const __half *>(st + WB), g, t, part, xsp);
-            const bool spa = special_scales<T>(va[0]), spb = special_scales<T>(vb[0]);
+                    for (int j = 0; j < 4; j++) part[0][n][j] = 0.0f;
+                uint32_t xsp[1];
+                superblock_staged<T, NT, 1, 1, ring_sf<T>()>(va, vb, reinterpret_cast<const __half *>(st + WB), g, t, part, xsp);
+                const bool spa = special_scales<T>(va[0]), spb = special_scales<T>(vb[0]);
 #pragma unroll
-            for (int n = 0; n < NT; n++)
+                for (int n = 0; n < NT; n++)
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int col = 8 * n + 2 * t + (j & 1);
-                    if (((j < 2 ? spa : spb) || ((xsp[0] >> (4 * n + j)) & 1u)) && col < batch)
-                        part[0][n][j] = special_part_staged<T>((j < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
-                    acc[n][j] = __fadd_rn(acc[n][j], part[0][n][j]);
-                }
+                    for (int j = 0; j < 4; j++) {
+                        const int col = 8 * n + 2 * t + (j & 1);
+                        if (((j < 2 ? spa : spb) || ((xsp[0] >> (4 * n + j)) & 1u)) && col < batch)
+                            part[0][n][j] = special_part_staged<T>((j < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
+                        acc[n][j] = __fadd_rn(acc[n][j], part[0][n][j]);
+                    }
+            }
+        };
+        if constexpr (T == QG_Q6_K) {
+            /* Q6_K blocks (210 bytes): with nb even and 4-aligned weights every row starts 4-byte aligned
+             * and block sb lies 210 sb = 2 sb (mod 4) bytes into it, so the blocks of an even phase (sb = p +
+             * 4k) are all 4-byte aligned and those of an odd one all 2 bytes off: one 4-byte read a word, or
+             * two 2-byte reads, with no test a block. H200, same call, the 7-warp CTAs of 28672x8192 at
+             * batch 1..8: 6-7% less time than two 2-byte reads for every block. */
+#ifdef QG_CUDA_MUTANT_KQ_Q6_ROWS4
+            const bool rows4 = ((uintptr_t)w & 3u) == 0; /* a GPU-machine mutant: odd nb taken for rows that all start 4-aligned */
+#else
+            const bool rows4 = (nb & 1) == 0 && ((uintptr_t)w & 3u) == 0;
+#endif
+            if (rows4 && (p & 1) == 0) walk(std::integral_constant<int, Q6_READ_A4>{});
+            else if (ring_q6_read<T, NT, PH>() == Q6_READ_BRANCH && !rows4) walk(std::integral_constant<int, Q6_READ_BRANCH>{});
+            else walk(std::integral_constant<int, Q6_READ_A2>{});
+        } else {
+            walk(std::integral_constant<int, Q6_READ_A2>{});
         }
         /* the phase sums meet in the staged kernel's order, ((p0 + p1) + p2) + p3 */
 #pragma unroll
@@ -1783,8 +1823,8 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
             const size_t sb = (size_t)p + 4 * (size_t)k;
             const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
             uint32_t va[W], vb[W];
-            load_words_shared<T, wg_fast<T>()>(st + wr * SLOT + oa, t, va);
-            load_words_shared<T, wg_fast<T>()>(st + (wr + 8) * SLOT + ob, t, vb);
+            load_words_shared<T, wg_q6_read<T>()>(st + wr * SLOT + oa, t, va);
+            load_words_shared<T, wg_q6_read<T>()>(st + (wr + 8) * SLOT + ob, t, vb);
             q45_sm sma, smb;
             if constexpr (wg_xparts<T>()) sma = q45_unpack(va[1], va[2], va[3]), smb = q45_unpack(vb[1], vb[2], vb[3]);
             /* Q6_K: each group of 16 weights (one int8 scale) is one k16 block whose product starts from
@@ -2157,14 +2197,21 @@ int launch_ring_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x
     return launch_ring_inst<T, NT, PH, PART, RW, false>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
 }
 
-/* PH = 4 takes ring_tiles' lt: Q8_K as 8-warp CTAs of which lt compute (PART, built for Q8_K only), Q4_K,
- * Q5_K and Q6_K as 7-warp CTAs where lt = 7; everything else as CTAs of ring_rw(PH) warps. */
+/* Row tiles a PH = 4 CTA of type t computes: ring_tiles' lt for Q8_K (8-warp CTAs of which lt compute:
+ * PART, built for Q8_K only); Q4_K, Q5_K and Q6_K 7 (7-warp CTAs) where lt = 7, else 8. */
+int ring_ph4_tiles(qg_ktype t, size_t rows, int sms)
+{
+    const int lt = ring_tiles(rows, sms);
+    return t == QG_Q8_K || lt == 7 ? lt : 8;
+}
+
+/* PH = 4 takes ring_ph4_tiles' CTAs; everything else CTAs of ring_rw(PH) warps. */
 template <int T, int NT, int PH>
 int launch_ring_ph(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
                    cudaStream_t s)
 {
     if constexpr (PH == 4) {
-        const int lt = ring_tiles(rows, ring_config().sms);
+        const int lt = ring_ph4_tiles((qg_ktype)T, rows, ring_config().sms);
         if constexpr (T == QG_Q8_K) {
             if (lt < 8) return launch_ring_kernel<T, NT, 4, true, 8>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
         } else if (lt == 7) {
@@ -2197,9 +2244,9 @@ bool ring_waves_fill(size_t rows, int sms)
     return sms > 0 && 4 * ctas >= 3 * waves * (size_t)sms;
 }
 
-/* Whether the PH = 4 CTAs of Q4_K, Q5_K and Q6_K keep their busiest SM more than three quarters busy on
- * average. They compute 7 row tiles where ring_tiles asks for 7 and 8 otherwise (launch_ring_ph: only
- * Q8_K has CTAs of 5 or 6), so where ring_tiles wants 5 or 6 the 8-tile CTAs can leave most SMs far
+/* Whether the PH = 4 CTAs of type t keep their busiest SM more than three quarters busy on average
+ * (asked for Q4_K, Q5_K and Q6_K). Those compute 7 row tiles where ring_tiles asks for 7 and 8 otherwise
+ * (ring_ph4_tiles: only Q8_K has CTAs of 5 or 6), so where ring_tiles wants 5 or 6 the 8-tile CTAs can leave most SMs far
  * below the busiest: 35840 rows make 280 of them, two waves of two an SM of which the second holds 16,
  * so the busiest SM computes 24 tiles against an average of 17 (0.71). With 132 SMs that is 25344 rows
  * (0.75) and 34048..37888; there the staged kernel runs instead. H200, one call, two runs each, the ring
@@ -2208,9 +2255,9 @@ bool ring_waves_fill(size_t rows, int sms)
  * batch 4 124.6-124.8 -> 85.4-85.6; 36864x4096, 25344x5120 and 25344x8192 5-22% less time wherever the
  * ring ran at batch 1..8; 30720x4096 (8-tile CTAs in one wave, 0.91) keeps the ring, 8-17% less time
  * than the staged kernel there (Q4_K batch 8 38.1-38.3 against 43.6). */
-bool ring_ph4_fills(size_t rows, int sms)
+bool ring_ph4_fills(qg_ktype t, size_t rows, int sms)
 {
-    const size_t S = (size_t)sms, tiles = (rows + 15) / 16, lt = ring_tiles(rows, sms) == 7 ? 7 : 8, ctas = (tiles + lt - 1) / lt;
+    const size_t S = (size_t)sms, tiles = (rows + 15) / 16, lt = (size_t)ring_ph4_tiles(t, rows, sms), ctas = (tiles + lt - 1) / lt;
     return sms > 0 && 4 * tiles > 3 * S * ((ctas + S - 1) / S * lt);
 }
 
@@ -2230,7 +2277,7 @@ bool ring_fills(qg_ktype t, int batch, size_t rows, const ring_cfg &c)
 {
     return c.pinned || (t == QG_Q8_K && batch > 8 && two_tiles_fill(rows, c.sms)) ||
            (ring_ctas_fill(rows, c.sms) &&
-            (t == QG_Q8_K || (ring_waves_fill(rows, c.sms) && (ring_phases(t, rows, c.sms) == 1 || ring_ph4_fills(rows, c.sms)))));
+            (t == QG_Q8_K || (ring_waves_fill(rows, c.sms) && (ring_phases(t, rows, c.sms) == 1 || ring_ph4_fills(t, rows, c.sms)))));
 }
 
 template <int T, int NT>
