@@ -1811,136 +1811,148 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
 #pragma unroll
             for (int j = 0; j < 4; j++) acc[n][j] = 0.0f;
         const int np = count(p);
-        for (int k = 0; k < np; k++, i++) {
-            cp_async_wait<ST - 2>(); /* this thread's copies of the walk's super-block i have landed */
-            fence_proxy_async();     /* ... are visible to the tensor cores' reads */
-            __syncthreads();         /* everyone's have; the slot refilled next is no longer read */
-            if (i + ST - 1 < total) issue();
-            cp_async_commit();
-            const unsigned char *st = dyn_smem + cslot * STB;
-            const uint64_t dsc = desc0 + (uint64_t)((cslot * STB) >> 4);
-            cslot = cslot == ST - 1 ? 0 : cslot + 1;
-            const size_t sb = (size_t)p + 4 * (size_t)k;
-            const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
-            uint32_t va[W], vb[W];
-            load_words_shared<T, wg_q6_read<T>()>(st + wr * SLOT + oa, t, va);
-            load_words_shared<T, wg_q6_read<T>()>(st + (wr + 8) * SLOT + ob, t, vb);
-            q45_sm sma, smb;
-            if constexpr (wg_xparts<T>()) sma = q45_unpack(va[1], va[2], va[3]), smb = q45_unpack(vb[1], vb[2], vb[3]);
-            /* Q6_K: each group of 16 weights (one int8 scale) is one k16 block whose product starts from
-             * nothing, as superblock_staged's mma16816 from zero: step j's groups 2j (into S) and 2j + 1
-             * (into S6) are folded into P6 in its order, fma(a_2j, S, P6) then fma(a_2j+1, S6, P6),
-             * while step j + 1's fragments decode into the other A buffer */
-            float P6[MT][4];
-            if constexpr (T == QG_Q6_K) {
-                uint32_t A[2][2][4];
-                float sc[2][4];
-                q6_step(va, vb, 0, A[0], sc[0]);
-#pragma unroll
-                for (int n = 0; n < MT; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) P6[n][e] = 0.0f;
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
+        auto walk = [&](auto rd) { /* the phase's super-blocks, Q6_K words read as rd says (as the ring kernel) */
+            for (int k = 0; k < np; k++, i++) {
+                cp_async_wait<ST - 2>(); /* this thread's copies of the walk's super-block i have landed */
+                fence_proxy_async();     /* ... are visible to the tensor cores' reads */
+                __syncthreads();         /* everyone's have; the slot refilled next is no longer read */
+                if (i + ST - 1 < total) issue();
+                cp_async_commit();
+                const unsigned char *st = dyn_smem + cslot * STB;
+                const uint64_t dsc = desc0 + (uint64_t)((cslot * STB) >> 4);
+                cslot = cslot == ST - 1 ? 0 : cslot + 1;
+                const size_t sb = (size_t)p + 4 * (size_t)k;
+                const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
+                uint32_t va[W], vb[W];
+                load_words_shared<T, decltype(rd)::value>(st + wr * SLOT + oa, t, va);
+                load_words_shared<T, decltype(rd)::value>(st + (wr + 8) * SLOT + ob, t, vb);
+                q45_sm sma, smb;
+                if constexpr (wg_xparts<T>()) sma = q45_unpack(va[1], va[2], va[3]), smb = q45_unpack(vb[1], vb[2], vb[3]);
+                (void)sma, (void)smb; /* Q4_K/Q5_K only */
+                /* Q6_K: each group of 16 weights (one int8 scale) is one k16 block whose product starts from
+                 * nothing, as superblock_staged's mma16816 from zero: step j's groups 2j (into S) and 2j + 1
+                 * (into S6) are folded into P6 in its order, fma(a_2j, S, P6) then fma(a_2j+1, S6, P6),
+                 * while step j + 1's fragments decode into the other A buffer */
+                float P6[MT][4];
+                if constexpr (T == QG_Q6_K) {
+                    uint32_t A[2][2][4];
+                    float sc[2][4];
+                    q6_step(va, vb, 0, A[0], sc[0]);
 #pragma unroll
                     for (int n = 0; n < MT; n++)
 #pragma unroll
-                        for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
-                    qg_wg_fence();
+                        for (int e = 0; e < 4; e++) P6[n][e] = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+#pragma unroll
+                        for (int n = 0; n < MT; n++)
+#pragma unroll
+                            for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
+                        qg_wg_fence();
 #ifdef QG_CUDA_MUTANT_KQ_WG_STALE
-                    const int sd = 1; /* a GPU-machine mutant: each group's product continues from the previous one's */
+                        const int sd = 1; /* a GPU-machine mutant: each group's product continues from the previous one's */
 #else
-                    const int sd = 0;
+                        const int sd = 0;
 #endif
-                    qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[j & 1][0], dsc + (uint64_t)((512 * j) >> 4), sd);
-                    qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S6), A[j & 1][1], dsc + (uint64_t)((512 * j + 256) >> 4), sd);
-                    qg_wg_commit();
-                    if (j < 7) q6_step(va, vb, j + 1, A[(j + 1) & 1], sc[(j + 1) & 1]);
+                        qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[j & 1][0], dsc + (uint64_t)((512 * j) >> 4), sd);
+                        qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S6), A[j & 1][1], dsc + (uint64_t)((512 * j + 256) >> 4), sd);
+                        qg_wg_commit();
+                        if (j < 7) q6_step(va, vb, j + 1, A[(j + 1) & 1], sc[(j + 1) & 1]);
+                        qg_wg_wait0();
+#pragma unroll
+                        for (int n = 0; n < MT; n++) {
+#pragma unroll
+                            for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
+                            q6_update(P6[n], S[n], S6[n], sc[j & 1][0], sc[j & 1][2], sc[j & 1][1], sc[j & 1][3]);
+                        }
+                    }
+                } else {
+                    /* S: the chain of 16 k16 blocks, one commit group a sub-block; waiting for all but the latest
+                     * frees the previous sub-block's A registers */
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        uint32_t A[2][4];
+                        if constexpr (wg_xparts<T>()) {
+                            const int c = j >> 1;
+                            uint32_t sa2, sb2;
+                            q45_scales<T>(sma, smb, j, sa2, sb2);
+                            q45_frags<T>(va[4 + 2 * c], va[5 + 2 * c], vb[4 + 2 * c], vb[5 + 2 * c], va[W - 2], va[W - 1], vb[W - 2], vb[W - 1], j, sa2,
+                                         sb2, A);
+                        } else if constexpr (T == QG_Q8_K) {
+#pragma unroll
+                            for (int hh = 0; hh < 2; hh++)
+                                make_a(va[1 + 2 * j + hh] ^ 0x80808080u, vb[1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh]); /* (q + 128) - 128 */
+                        }
+#pragma unroll
+                        for (int n = 0; n < MT; n++)
+#pragma unroll
+                            for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
+                        qg_wg_fence();
+#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
+                        const int sd = 1; /* a GPU-machine mutant: the chain continues from the previous super-block's S */
+#else
+                        const int sd = j == 0 ? 0 : 1;
+#endif
+                        qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[0], dsc + (uint64_t)((512 * j) >> 4), sd);
+                        qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[1], dsc + (uint64_t)((512 * j + 256) >> 4), 1);
+                        qg_wg_commit();
+                        if (j < 7) qg_wg_wait1();
+                    }
                     qg_wg_wait0();
-#pragma unroll
-                    for (int n = 0; n < MT; n++) {
-#pragma unroll
-                        for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
-                        q6_update(P6[n], S[n], S6[n], sc[j & 1][0], sc[j & 1][2], sc[j & 1][1], sc[j & 1][3]);
-                    }
-                }
-            } else {
-                /* S: the chain of 16 k16 blocks, one commit group a sub-block; waiting for all but the latest
-                 * frees the previous sub-block's A registers */
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    uint32_t A[2][4];
-                    if constexpr (wg_xparts<T>()) {
-                        const int c = j >> 1;
-                        uint32_t sa2, sb2;
-                        q45_scales<T>(sma, smb, j, sa2, sb2);
-                        q45_frags<T>(va[4 + 2 * c], va[5 + 2 * c], vb[4 + 2 * c], vb[5 + 2 * c], va[W - 2], va[W - 1], vb[W - 2], vb[W - 1], j, sa2,
-                                     sb2, A);
-                    } else if constexpr (T == QG_Q8_K) {
-#pragma unroll
-                        for (int hh = 0; hh < 2; hh++)
-                            make_a(va[1 + 2 * j + hh] ^ 0x80808080u, vb[1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh]); /* (q + 128) - 128 */
-                    }
 #pragma unroll
                     for (int n = 0; n < MT; n++)
 #pragma unroll
                         for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
-                    qg_wg_fence();
-#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
-                    const int sd = 1; /* a GPU-machine mutant: the chain continues from the previous super-block's S */
-#else
-                    const int sd = j == 0 ? 0 : 1;
-#endif
-                    qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[0], dsc + (uint64_t)((512 * j) >> 4), sd);
-                    qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[1], dsc + (uint64_t)((512 * j + 256) >> 4), 1);
-                    qg_wg_commit();
-                    if (j < 7) qg_wg_wait1();
                 }
-                qg_wg_wait0();
+                const bool spa = special_scales<T>(va), spb = special_scales<T>(vb);
+                /* the special-value path, per output below, only where a lane of the warp needs it */
+                bool sp = spa || spb;
 #pragma unroll
                 for (int n = 0; n < MT; n++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
-            }
-            const bool spa = special_scales<T>(va), spb = special_scales<T>(vb);
-            /* the special-value path, per output below, only where a lane of the warp needs it */
-            bool sp = spa || spb;
+                    for (int e = 0; e < 4; e++) sp = sp || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e]);
+                const bool warp_sp = __any_sync(0xFFFFFFFFu, sp);
+                uint32_t ma = 0u, mb = 0u;
+                if constexpr (wg_xparts<T>()) ma = q45_min_pair(sma, t), mb = q45_min_pair(smb, t);
+                const uint32_t *const pw = reinterpret_cast<const uint32_t *>(st + WB + N * QK * 2) + lane;
+                (void)ma, (void)mb, (void)pw; /* Q4_K/Q5_K only */
 #pragma unroll
-            for (int n = 0; n < MT; n++)
+                for (int n = 0; n < MT; n++) {
+                    float part[4];
+                    if constexpr (T == QG_Q6_K) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) sp = sp || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e]);
-            const bool warp_sp = __any_sync(0xFFFFFFFFu, sp);
-            uint32_t ma = 0u, mb = 0u;
-            if constexpr (wg_xparts<T>()) ma = q45_min_pair(sma, t), mb = q45_min_pair(smb, t);
-            const uint32_t *const pw = reinterpret_cast<const uint32_t *>(st + WB + N * QK * 2) + lane;
+                        for (int e = 0; e < 4; e++) part[e] = P6[n][e];
+                    } else if constexpr (wg_xparts<T>()) {
+                        const uint32_t P[3] = {pw[96 * n], pw[96 * n + 32], pw[96 * n + 64]};
+                        float S2[4];
+                        q45_min_mma(S2, ma, mb, P);
+                        q45_finish(part, S[n], S2, h2f((uint16_t)va[0]), h2f((uint16_t)(va[0] >> 16)), h2f((uint16_t)vb[0]),
+                                   h2f((uint16_t)(vb[0] >> 16)));
+                    } else {
+                        const float da = __uint_as_float(va[0]), db = __uint_as_float(vb[0]);
 #pragma unroll
-            for (int n = 0; n < MT; n++) {
-                float part[4];
-                if constexpr (T == QG_Q6_K) {
-#pragma unroll
-                    for (int e = 0; e < 4; e++) part[e] = P6[n][e];
-                } else if constexpr (wg_xparts<T>()) {
-                    const uint32_t P[3] = {pw[96 * n], pw[96 * n + 32], pw[96 * n + 64]};
-                    float S2[4];
-                    q45_min_mma(S2, ma, mb, P);
-                    q45_finish(part, S[n], S2, h2f((uint16_t)va[0]), h2f((uint16_t)(va[0] >> 16)), h2f((uint16_t)vb[0]),
-                               h2f((uint16_t)(vb[0] >> 16)));
-                } else {
-                    const float da = __uint_as_float(va[0]), db = __uint_as_float(vb[0]);
-#pragma unroll
-                    for (int e = 0; e < 4; e++) part[e] = __fmul_rn(e < 2 ? da : db, S[n][e]);
-                }
-                if (warp_sp) {
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int col = col0 + 8 * n + 2 * t + (e & 1);
-                        if (((e < 2 ? spa : spb) || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e])) && col < batch)
-                            part[e] = special_part_staged<T>((e < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
+                        for (int e = 0; e < 4; e++) part[e] = __fmul_rn(e < 2 ? da : db, S[n][e]);
                     }
-                }
+                    if (warp_sp) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) acc[n][e] = __fadd_rn(acc[n][e], part[e]);
+                        for (int e = 0; e < 4; e++) {
+                            const int col = col0 + 8 * n + 2 * t + (e & 1);
+                            if (((e < 2 ? spa : spb) || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e])) && col < batch)
+                                part[e] = special_part_staged<T>((e < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
+                        }
+                    }
+#pragma unroll
+                    for (int e = 0; e < 4; e++) acc[n][e] = __fadd_rn(acc[n][e], part[e]);
+                }
             }
+        };
+        if constexpr (T == QG_Q6_K) {
+            const bool rows4 = (nb & 1) == 0 && ((uintptr_t)w & 3u) == 0; /* see k_kq_gemm_ring */
+            if (rows4 && (p & 1) == 0) walk(std::integral_constant<int, Q6_READ_A4>{});
+            else if (!rows4) walk(std::integral_constant<int, wg_q6_read<T>()>{});
+            else walk(std::integral_constant<int, Q6_READ_A2>{});
+        } else {
+            walk(std::integral_constant<int, Q6_READ_A2>{});
         }
         /* the phase sums meet in the staged kernel's order, ((p0 + p1) + p2) + p3 */
 #pragma unroll
