@@ -1174,8 +1174,9 @@ template <int T> __host__ __device__ constexpr int ring_slot() { return T == QG_
  * off); ring_q6_read is its choice where the rows' alignment is mixed: the branch for the instances of
  * one column tile and four phase groups (8192 rows, batch 4..8: H200, same call, 4-6% less time than
  * two 2-byte reads a word), else A2 (the branch measured 1.5-8.6% slower in the 7-warp CTAs of 28672
- * rows at batch 4..8). The warpgroup kernel takes the branch (Q6_K on 28672x8192 at batch 16..64 5-7%
- * less time). */
+ * rows at batch 4..8). The warpgroup kernel walks its phases the same way and takes the branch where
+ * the rows' alignment is mixed (wg_q6_read; the branch measured 5-7% less time than A2 for every block on
+ * 28672x8192 at batch 16..64). */
 enum { Q6_READ_A2 = 0, Q6_READ_BRANCH = 1, Q6_READ_A4 = 2 };
 template <int T, int NT, int PH> __host__ __device__ constexpr int ring_q6_read() { return T == QG_Q6_K && PH == 1 && NT == 1 ? Q6_READ_BRANCH : Q6_READ_A2; }
 template <int T> __host__ __device__ constexpr int wg_q6_read() { return T == QG_Q6_K ? Q6_READ_BRANCH : Q6_READ_A2; }
