@@ -1180,6 +1180,16 @@ template <int T> __host__ __device__ constexpr int ring_slot() { return T == QG_
 enum { Q6_READ_A2 = 0, Q6_READ_BRANCH = 1, Q6_READ_A4 = 2 };
 template <int T, int NT, int PH> __host__ __device__ constexpr int ring_q6_read() { return T == QG_Q6_K && PH == 1 && NT == 1 ? Q6_READ_BRANCH : Q6_READ_A2; }
 template <int T> __host__ __device__ constexpr int wg_q6_read() { return T == QG_Q6_K ? Q6_READ_BRANCH : Q6_READ_A2; }
+/* Whether every Q6_K row of nb blocks starts 4-byte aligned (nb even, w 4-byte aligned): then the
+ * blocks of even phases are 4-byte aligned and those of odd phases 2 bytes off (210 sb = 2 sb mod 4).
+ * Shared by the ring and warpgroup kernels (a macro: as an inline function it changed the code ptxas
+ * emits for one ring instance). QG_CUDA_MUTANT_KQ_Q6_ROWS4 (a GPU-machine mutant) drops the nb test, so
+ * rows of odd nb take the aligned reads: test_kq_gemm fails on it through both kernels. */
+#ifdef QG_CUDA_MUTANT_KQ_Q6_ROWS4
+#define QG_Q6_ROWS4(nb, w) (((uintptr_t)(w) & 3u) == 0)
+#else
+#define QG_Q6_ROWS4(nb, w) ((((nb) & 1) == 0) && (((uintptr_t)(w) & 3u) == 0))
+#endif
 /* Which instances take the grid copies (row_copies_grid) instead of the flat ones, likewise a choice of
  * speed alone: H200, same call, the ring kernel's one-column-tile instances of four phase groups (8192
  * rows: Q4_K batch 8 4-6% less time, Q5_K batch 4 on 8192x28672 4%, Q8_K batch 8 on 8192x8192 3%) and
@@ -1617,11 +1627,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
              * 4k) are all 4-byte aligned and those of an odd one all 2 bytes off: one 4-byte read a word, or
              * two 2-byte reads, with no test a block. H200, same call, the 7-warp CTAs of 28672x8192 at
              * batch 1..8: 6-7% less time than two 2-byte reads for every block. */
-#ifdef QG_CUDA_MUTANT_KQ_Q6_ROWS4
-            const bool rows4 = ((uintptr_t)w & 3u) == 0; /* a GPU-machine mutant: odd nb taken for rows that all start 4-aligned */
-#else
-            const bool rows4 = (nb & 1) == 0 && ((uintptr_t)w & 3u) == 0;
-#endif
+            const bool rows4 = QG_Q6_ROWS4(nb, w);
             if (rows4 && (p & 1) == 0) walk(std::integral_constant<int, Q6_READ_A4>{});
             else if (ring_q6_read<T, NT, PH>() == Q6_READ_BRANCH && !rows4) walk(std::integral_constant<int, Q6_READ_BRANCH>{});
             else walk(std::integral_constant<int, Q6_READ_A2>{});
@@ -1948,7 +1954,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
             }
         };
         if constexpr (T == QG_Q6_K) {
-            const bool rows4 = (nb & 1) == 0 && ((uintptr_t)w & 3u) == 0; /* see k_kq_gemm_ring */
+            const bool rows4 = QG_Q6_ROWS4(nb, w);
             if (rows4 && (p & 1) == 0) walk(std::integral_constant<int, Q6_READ_A4>{});
             else if (!rows4) walk(std::integral_constant<int, wg_q6_read<T>()>{});
             else walk(std::integral_constant<int, Q6_READ_A2>{});
