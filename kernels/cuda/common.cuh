@@ -3,6 +3,7 @@
 #ifndef QGOLD_CUDA_COMMON_CUH
 #define QGOLD_CUDA_COMMON_CUH
 
+#include <cuda.h> /* CUtensorMap and its enums only: the encoder comes through the runtime */
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,13 @@ int qg_cuda_fail(const char *what, cudaError_t e);
 
 /* Number of multiprocessors of the current device (0 when it cannot be read). */
 int qg_cuda_sm_count();
+
+/* cuTensorMapEncodeTiled from the driver through the runtime (no link against libcuda); NULL when the
+ * driver has none. */
+typedef CUresult (*qg_tm_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+                                    const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+qg_tm_encode_fn qg_cuda_tm_encoder();
 
 #define QG_CUDA_TRY(call)                                                                           \
     do {                                                                                            \
@@ -111,6 +119,17 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void *src, uint32_
 #if QG_CUDA_MBAR
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
                  "r"(bytes), "r"(bar)
+                 : "memory");
+#endif
+}
+
+/* Box (c0, c1) of a 2-D tensor map (c0 the inner coordinate, in elements) into shared memory at dst,
+ * completing on mbarrier bar (sm_90). */
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
+{
+#if QG_CUDA_MBAR
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
                  : "memory");
 #endif
 }

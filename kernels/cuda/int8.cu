@@ -40,7 +40,6 @@
  * elements in the same order), so results are deterministic and batch-invariant. Chain length: at most
  * K - 1 inexact additions and the product by sb, within the registry's d = K.
  */
-#include <cuda.h> /* CUtensorMap and its enums only: the encoder comes through the runtime */
 #include <cuda_fp16.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -900,13 +899,6 @@ __device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool on)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar), "r"((int)on) : "memory");
 }
-/* Box (c0 = byte along K, c1 = row) of a tensor map into shared memory, completing on `bar`. */
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
-}
 /* Two floats from shared memory (8-byte aligned); volatile keeps it after the barrier before it. */
 __device__ __forceinline__ float2 lds_f2(uint32_t addr)
 {
@@ -1069,32 +1061,9 @@ __global__ void __launch_bounds__(TM_THREADS, 1)
 #endif
 }
 
-/* cuTensorMapEncodeTiled from the driver through the runtime (no link against libcuda); NULL when the
- * driver has none. */
-typedef CUresult (*tm_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
-                                 const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-tm_encode_fn tm_encoder()
-{
-    static std::atomic<int> state(-1);
-    static std::atomic<tm_encode_fn> fn(nullptr);
-    if (state.load() < 0) {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess) {
-            cudaGetLastError();
-            p = nullptr;
-        }
-        fn.store((tm_encode_fn)p);
-        state.store(1);
-    }
-    return fn.load();
-}
-
 /* Row-major rows x K int8 (K % 16 == 0, 16-byte aligned base) as a 2-D tensor map of boxes of 128 bytes
  * x box_rows rows, 128-byte swizzle, zero fill outside. */
-bool tm_map(tm_encode_fn enc, CUtensorMap *map, const int8_t *base, size_t rows, size_t K, unsigned box_rows)
+bool tm_map(qg_tm_encode_fn enc, CUtensorMap *map, const int8_t *base, size_t rows, size_t K, unsigned box_rows)
 {
     const cuuint64_t dim[2] = {(cuuint64_t)K, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)K};
     const cuuint32_t box[2] = {(cuuint32_t)TM_BK, (cuuint32_t)box_rows}, es[2] = {1, 1};
@@ -1111,7 +1080,7 @@ template <bool LEAN> int launch_tma(const int8_t *A, const int8_t *B, size_t K, 
 {
     const size_t tiles = tma_tiles(e.M, e.N);
     const int sms = qg_cuda_sm_count();
-    const tm_encode_fn enc = tm_encoder();
+    const qg_tm_encode_fn enc = qg_cuda_tm_encoder();
     if (enc == nullptr || sms <= 0 || tiles > 2147483647u) return QG_ERR_unsupported;
     CUtensorMap ma, mb;
     if (!tm_map(enc, &ma, A, e.M, K, TM_BM) || !tm_map(enc, &mb, B, e.N, K, TM_BN)) return QG_ERR_unsupported;

@@ -1146,7 +1146,12 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
  * of RING_ST super-blocks filled by 16-byte cp.async, RING_ST - 1 ahead, one barrier a super-block. Q4_K
  * and Q5_K blocks (144, 176 bytes) are 16-byte aligned and copied as they are; a Q6_K block (210 bytes, at
  * a 2-byte offset) or Q8_K block (292, 4-byte) as the 16-byte segments that cover it, read from its offset
- * in them. 16 warps an SM either way:
+ * in them. Where the weights start 16-aligned and a row is a multiple of 16 bytes (Q4_K and Q5_K always,
+ * Q6_K with nb a multiple of 8, Q8_K of 4), the TM instances take the rows by a tensor map instead: one
+ * thread of the ring issues one bulk tensor copy a super-block (the ring's rows, ring_tm_pitch bytes of
+ * each from the 16-byte boundary at or below its block, zero-filled past the weights), completing on the
+ * stage's mbarrier, so no other thread spends an instruction on the rows; each block lies in its slot as
+ * the cp.async copies put it, and the same bytes are read either way. 16 warps an SM either way:
  *   PH = 4: a CTA is one ring of 8 warps (128 rows; 7 warps, or 8 of which fewer compute, where that
  *           balances the SMs: ring_tiles) walking all 4 phases, phase after phase (super-blocks p, p + 4,
  *           ... in order), each phase's sum then added to the total: two CTAs an SM, used where the row
@@ -1212,7 +1217,16 @@ template <int T> __host__ __device__ constexpr bool ring_copy16() { return T == 
 /* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
 __host__ __device__ constexpr int ring_rw(int ph) { return ph == 4 ? 8 : 4; }
 /* a stage: the ring's 16 RW row slots of one super-block, then its activations (NT 8 columns of XS halves) */
-template <int T, int NT, int PH, int RW = ring_rw(PH)> __host__ __device__ constexpr int ring_stage_bytes() { return 16 * RW * ring_slot<T>() + NT * 8 * XS * 2; }
+/* A row's pitch in a stage where a tensor map copies the rows (TM): the box's row, from the 16-byte
+ * boundary at or below the block's first byte (a box must start 16-aligned along a row), so the block lies
+ * at its offset mod 16 as in the cp.async slots (ring_slot): the same pitch, but Q8_K's box ends with its
+ * codes (at most 12 + 260 bytes: its bsums are never read). */
+template <int T> __host__ __device__ constexpr int ring_tm_pitch() { return T == QG_Q8_K ? 272 : (ring_bb<T>() + 15) / 16 * 16; }
+template <int T, bool TM> __host__ __device__ constexpr int ring_pitch() { return TM ? ring_tm_pitch<T>() : ring_slot<T>(); }
+template <int T, int NT, int PH, int RW = ring_rw(PH), bool TM = false> __host__ __device__ constexpr int ring_stage_bytes()
+{
+    return 16 * RW * ring_pitch<T, TM>() + NT * 8 * XS * 2;
+}
 /* stages a ring: as many as 227 KB an SM hold (PH = 4, two CTAs: Q4_K 4 of 26.5 KB, Q5_K 3 of 30.5 KB,
  * Q6_K 3 of 36.5 KB, Q8_K 2 of 46.5 KB; PH = 1, four rings: Q4_K 3 of 17.5 KB, the others 2 of 19.5 to
  * 27.5 KB) */
@@ -1220,7 +1234,11 @@ template <int T, int PH> __host__ __device__ constexpr int ring_st()
 {
     return PH == 4 ? (T == QG_Q4_K ? 4 : T == QG_Q8_K ? 2 : 3) : (T == QG_Q4_K ? 3 : 2);
 }
-template <int T, int NT, int PH, int RW = ring_rw(PH)> constexpr int ring_smem() { return (PH == 4 ? 1 : 4) * ring_st<T, PH>() * ring_stage_bytes<T, NT, PH, RW>(); }
+/* TM: an mbarrier a stage after the rings */
+template <int T, int NT, int PH, int RW = ring_rw(PH), bool TM = false> constexpr int ring_smem()
+{
+    return (PH == 4 ? 1 : 4) * ring_st<T, PH>() * (ring_stage_bytes<T, NT, PH, RW, TM>() + (TM ? 8 : 0));
+}
 
 /* The words load_words() (and, for Q6_K, q6_align_words()) give, from a block at p in shared memory
  * (Q6_K: p even, possibly 2 bytes past a 4-byte boundary: each word from two 2-byte reads). */
@@ -1480,14 +1498,20 @@ struct row_copies_grid {
 };
 #endif
 
-template <int T, int NT, int PH, bool PART = false, int RWX = ring_rw(PH), bool U6 = false>
+/* TM instances copy no rows themselves */
+struct ring_no_copies {
+    __device__ __forceinline__ ring_no_copies(const uint8_t *, size_t, size_t, size_t, int) {}
+};
+
+template <int T, int NT, int PH, bool PART = false, int RWX = ring_rw(PH), bool U6 = false, bool TM = false>
 __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_kq_gemm_ring(const uint8_t *__restrict__ w, size_t rows, size_t nb,
                                                                                     const __half *__restrict__ x, size_t cols, int batch,
-                                                                                    float *y32, uint16_t *y16, int lt)
+                                                                                    float *y32, uint16_t *y16, int lt,
+                                                                                    const __grid_constant__ CUtensorMap tmap)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int RW = RWX, BB = ring_bb<T>(), SLOT = ring_slot<T>(), SEG = SLOT / 16, W = wwords<T>::n, NC = NT * 8;
-    constexpr int NTH = RW * 32, RING_ROWS = 16 * RW, WB = RING_ROWS * SLOT, STB = ring_stage_bytes<T, NT, PH, RW>();
+    constexpr int RW = RWX, BB = ring_bb<T>(), SLOT = ring_pitch<T, TM>(), SEG = ring_slot<T>() / 16, W = wwords<T>::n, NC = NT * 8;
+    constexpr int NTH = RW * 32, RING_ROWS = 16 * RW, WB = RING_ROWS * SLOT, STB = ring_stage_bytes<T, NT, PH, RW, TM>();
     constexpr bool ALIGNED = BB % 16 == 0;
     constexpr int KX = (NC * 32 + NTH - 1) / NTH; /* x copies a thread and stage */
     constexpr int RING_ST = ring_st<T, PH>();
@@ -1534,13 +1558,14 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
      * 28672x8192 3-4% less time there, but batch 16 (both kernels) 9-15% more and 8192x28672 batch 1
      * (PH = 1) 1.5% more */
     constexpr int SC = T == QG_Q8_K && PART && NT == 1 ? (12 + QG_Q8K_QS + QG_Q8K_QS_BYTES + 15) / 16 : SEG;
-    using copies_t = std::conditional_t<ring_grid<T, NT, PH>(), row_copies_grid<T, NTH, RING_ROWS, SC, U6>,
-                                        row_copies_flat<T, NTH, RING_ROWS, ring_copy16<T>()>>;
+    using copies_t = std::conditional_t<TM, ring_no_copies,
+                                        std::conditional_t<ring_grid<T, NT, PH>(), row_copies_grid<T, NTH, RING_ROWS, SC, U6>,
+                                                           row_copies_flat<T, NTH, RING_ROWS, ring_copy16<T>()>>>;
     const copies_t wc(w, rows, nb, row0, tid);
     /* grid: the CTA's rows inside the weights (PART: of its 16 lt rows); flat (PART): the copies of its
      * 16 lt rows, e < wlim */
     const int wlim = ring_grid<T, NT, PH>() ? (int)min((size_t)(16 * lt), rows - row0) : 16 * lt * SEG;
-    if constexpr (zero_dead<T>() && ring_grid<T, NT, PH>()) zero_dead_rows<SLOT, RING_ST, STB, NTH>(gsm, wlim, 16 * lt, tid);
+    if constexpr (zero_dead<T>() && ring_grid<T, NT, PH>() && !TM) zero_dead_rows<SLOT, RING_ST, STB, NTH>(gsm, wlim, 16 * lt, tid);
     const __half *xsrc[KX];
 #pragma unroll
     for (int k = 0; k < KX; k++) {
@@ -1548,6 +1573,16 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
         xsrc[k] = x + (size_t)(c < batch ? c : 0) * cols + 8 * (e & 31);
     }
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(gsm);
+    /* TM: the mbarrier of each stage of the group's ring, after all rings; one arrival (the copying thread's,
+     * with the box's bytes) and the copy complete a phase */
+    const uint32_t bars = (uint32_t)__cvta_generic_to_shared(dyn_smem + (PH == 4 ? 1 : 4) * RING_ST * STB) + 8u * (uint32_t)(grp * RING_ST);
+    if constexpr (TM) {
+        if (tid == 0) {
+            for (int j = 0; j < RING_ST; j++) mbar_init(bars + 8u * (uint32_t)j, 1);
+            mbar_init_fence();
+        }
+        ring_sync();
+    }
     const uint32_t xdst = WB + (uint32_t)((tid >> 5) * XS * 2 + 16 * (tid & 31)); /* x segment tid; + k NTH / 32 columns */
     /* the copies run RING_ST - 1 super-blocks ahead through the CTA's sequence: its phases in order, each
      * phase's super-blocks in order (ipi, ik: the next one's phase and place in it, icnt its phase's count) */
@@ -1556,9 +1591,25 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
     auto issue = [&]() { /* the next super-block of the sequence into ring slot islot */
         while (ik == icnt) ik = 0, icnt = count(phase(++ipi));
         const size_t sb = (size_t)phase(ipi) + 4 * (size_t)ik++, off = sb * BB; /* the super-block, its byte offset in a row */
-        const uint32_t st = ring + (uint32_t)(islot * STB) + 16u * (uint32_t)tid;
+        const int sl = islot;
+        const uint32_t st = ring + (uint32_t)(sl * STB) + 16u * (uint32_t)tid;
         islot = islot == RING_ST - 1 ? 0 : islot + 1;
-        if constexpr (ring_grid<T, NT, PH>()) wc.copy_all(st - 16u * (uint32_t)tid, off, wlim);
+        if constexpr (TM) {
+            /* one box: the 16 lt rows from row0 (rows past the weights zero-filled), SLOT bytes of each from the
+             * 16-byte boundary at or below the block's first byte (a box starts 16-aligned along a row; past a
+             * row's end zero-filled); the fence orders the ring's reads of the slot's previous super-block
+             * (before the last ring_sync) with the copy's writes */
+            if (tid == 0) {
+                const uint32_t bar = bars + 8u * (uint32_t)sl;
+                fence_proxy_async();
+                mbar_expect_tx(bar, (uint32_t)(16 * lt * SLOT));
+#ifdef QG_CUDA_MUTANT_KQ_RING_TMA_ROW
+                tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0 + 1, bar); /* a GPU-machine mutant: the box one row late */
+#else
+                tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0, bar);
+#endif
+            }
+        } else if constexpr (ring_grid<T, NT, PH>()) wc.copy_all(st - 16u * (uint32_t)tid, off, wlim);
         else
             wc.copy_all(st, off, [&](int k) {
                 if (T == QG_Q8_K && SC < SEG && (int)wc.seg[k] >= 16 * SC) return false; /* Q8_K's bsums: above */
@@ -1578,6 +1629,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
     const uint8_t *wa = w + (ra < rows ? ra : rows - 1) * nb * BB, *wb = w + (rb < rows ? rb : rows - 1) * nb * BB;
     float tot[NT][4];
     int cslot = 0, i = 0;
+    uint32_t tpar = 0; /* TM: the parity of slot cslot's mbarrier phase that super-block i completes */
     for (int pi = 0; pi < PH; pi++) {
         const int p = phase(pi);
         /* the phase's running sum, as one staged warp's */
@@ -1590,11 +1642,13 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
         auto walk = [&](auto rd) { /* the phase's super-blocks, Q6_K words read as rd says */
             for (int k = 0; k < np; k++, i++) {
                 cp_async_wait<RING_ST - 2>(); /* this thread's copies of super-block i of the sequence have landed */
+                if constexpr (TM) mbar_wait(bars + 8u * (uint32_t)cslot, tpar); /* and the box of its rows */
                 ring_sync();                  /* everyone's have, and every warp is done with the slot refilled next */
                 if (i + RING_ST - 1 < total) issue();
                 cp_async_commit();
                 const unsigned char *st = gsm + cslot * STB;
                 cslot = cslot == RING_ST - 1 ? 0 : cslot + 1;
+                if (TM && cslot == 0) tpar ^= 1u;
                 if (PART && !live) continue;
                 uint32_t va[1][W], vb[1][W];
                 const size_t sb = (size_t)p + 4 * (size_t)k;
@@ -2091,9 +2145,11 @@ int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __h
 /* Where the ring kernel runs: an sm_90 device (the rings take 160-210 KB of shared memory an SM; measured
  * on the H200 only), batch ring_config().min_batch[type] .. 16 (QG_CUDA_KQ_RING_MIN sets it for all types)
  * where its grid fills the GPU (ring_fills), unless QG_CUDA_KQ_MMA_TILES pins the staged kernel or QG_CUDA_KQ_MMA_RING=0. QG_CUDA_KQ_RING_PH = 1 or
- * 4 pins the phases a ring. Tuning knobs: every value gives the same bits. */
+ * 4 pins the phases a ring. QG_CUDA_KQ_RING_TMA=0 keeps the cp.async copies of the rows where the tensor-map
+ * instances could run (ring_tm_map). Tuning knobs: every value gives the same bits. */
 struct ring_cfg {
     bool sm90, pinned; /* pinned: QG_CUDA_KQ_RING_MIN or _PH set, the ring wherever it can run (tests) */
+    bool tma;          /* the tensor-map instances where the rows allow them */
     int min_batch[4], ph, sms;
 };
 ring_cfg ring_config()
@@ -2103,7 +2159,7 @@ ring_cfg ring_config()
          * the standard shapes (H200; Q4_K at 1..4 and Q5_K at 1..2 were up to 7% slower on 28672x8192; Q6_K
          * at 1..2 6-12% faster on 8192x8192 and 8192x28672, 2% on 28672x8192, but with K below 8192 it
          * keeps batch 4: ring_first_batch) */
-        ring_cfg r = {false, false, {8, 4, 1, 1}, 0, 0};
+        ring_cfg r = {false, false, true, {8, 4, 1, 1}, 0, 0};
         int dev = 0, major = 0;
         if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess)
             r.sm90 = major == 9;
@@ -2118,6 +2174,8 @@ ring_cfg ring_config()
         }
         env = getenv("QG_CUDA_KQ_RING_PH");
         if (env != nullptr && (env[0] == '1' || env[0] == '4') && env[1] == '\0') r.ph = env[0] - '0', r.pinned = true;
+        env = getenv("QG_CUDA_KQ_RING_TMA");
+        if (env != nullptr && env[0] == '0' && env[1] == '\0') r.tma = false;
         return r;
     }();
     return c;
@@ -2187,30 +2245,65 @@ template <int T> bool q6_unaligned_rows(const uint8_t *w, size_t nb)
     return T == QG_Q6_K && (((nb * (size_t)ring_bb<T>()) & 15) != 0 || ((uintptr_t)w & 15) != 0);
 }
 
-/* One ring kernel instance over all rows, lt row tiles a CTA: its shared memory raised once, then the launch. */
-template <int T, int NT, int PH, bool PART, int RW, bool U6>
+/* One ring kernel instance over all rows, lt row tiles a CTA: its shared memory raised once, then the launch
+ * (TM: tm, the rows' tensor map). */
+template <int T, int NT, int PH, bool PART, int RW, bool U6, bool TM = false>
 int launch_ring_inst(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
-                     int lt, cudaStream_t s)
+                     int lt, cudaStream_t s, const CUtensorMap *tm = nullptr)
 {
     static bool attr_set = false;
-    constexpr int smem = ring_smem<T, NT, PH, RW>();
+    constexpr int smem = ring_smem<T, NT, PH, RW, TM>();
     if (!attr_set) {
-        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, PART, RW, U6>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_ring<T, NT, PH, PART, RW, U6, TM>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_ring)", e);
         attr_set = true;
     }
+    CUtensorMap none;
+    if (tm == nullptr) memset(&none, 0, sizeof none);
     const size_t rows_per_cta = 16 * (size_t)lt;
     const unsigned blocks = (unsigned)((rows + rows_per_cta - 1) / rows_per_cta);
-    k_kq_gemm_ring<T, NT, PH, PART, RW, U6><<<blocks, PH == 4 ? 32 * RW : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16, lt);
+    k_kq_gemm_ring<T, NT, PH, PART, RW, U6, TM>
+        <<<blocks, PH == 4 ? 32 * RW : 512, smem, s>>>(w, rows, nb, x, cols, batch, y32, y16, lt, tm != nullptr ? *tm : none);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_ring launch", e);
 }
 
-/* Q6_K's grid-copy instances come in two: rows all 16-aligned, or not (U6) */
+/* The rows of type T as a tensor map for the TM instances: rows x (nb BB / 2) 16-bit elements, boxes of
+ * box_rows rows x ring_tm_pitch bytes (a box starts on a 16-byte boundary), zero fill outside. Needs the weights 16-byte aligned and a row a
+ * multiple of 16 bytes (Q4_K, Q5_K: always; Q6_K nb a multiple of 8; Q8_K of 4) and the driver's encoder;
+ * false where any is missing (the cp.async instances run). */
+template <int T> bool ring_tm_map(CUtensorMap *map, const uint8_t *w, size_t rows, size_t nb, int box_rows, int ph)
+{
+    /* L2 promotion (a choice of speed): 256-byte lines where the 4 phases of a CTA read neighbouring blocks
+     * together (PH = 1), none where a CTA walks one phase at a time (PH = 4: a block's neighbours are read
+     * a phase later). QG_CUDA_KQ_RING_TMA_L2 = 0, 64, 128 or 256 pins it (tests, tuning). */
+    static const int l2pin = [] {
+        const char *env = getenv("QG_CUDA_KQ_RING_TMA_L2");
+        return env == nullptr ? -1 : atoi(env);
+    }();
+    const int l2 = l2pin >= 0 ? l2pin : ph == 1 ? 256 : 0;
+    const CUtensorMapL2promotion prom = l2 == 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                        : l2 == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                        : l2 == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                                                    : CU_TENSOR_MAP_L2_PROMOTION_NONE;
+    const qg_tm_encode_fn enc = qg_cuda_tm_encoder();
+    const size_t rb = nb * (size_t)ring_bb<T>();
+    if (enc == nullptr || ((uintptr_t)w & 15) != 0 || (rb & 15) != 0 || rb / 2 > 0x7FFFFFFFu || rows > 0x7FFFFFFFu) return false;
+    const cuuint64_t dim[2] = {(cuuint64_t)(rb / 2), (cuuint64_t)rows}, stride[1] = {(cuuint64_t)rb};
+    const cuuint32_t box[2] = {(cuuint32_t)(ring_tm_pitch<T>() / 2), (cuuint32_t)box_rows}, es[2] = {1, 1};
+    return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)w, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, prom, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The tensor-map instance where ring_config allows it and the rows make a map (ring_tm_map); else Q6_K's
+ * grid-copy instances come in two: rows all 16-aligned, or not (U6) */
 template <int T, int NT, int PH, bool PART, int RW>
 int launch_ring_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, float *y32, uint16_t *y16,
                        int lt, cudaStream_t s)
 {
+    CUtensorMap tm;
+    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 16 * lt, PH))
+        return launch_ring_inst<T, NT, PH, PART, RW, false, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s, &tm);
     if constexpr (T == QG_Q6_K && ring_grid<T, NT, PH>())
         if (q6_unaligned_rows<T>(w, nb)) return launch_ring_inst<T, NT, PH, PART, RW, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
     return launch_ring_inst<T, NT, PH, PART, RW, false>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
@@ -2568,7 +2661,8 @@ int launch_t(const uint8_t *w, size_t rows, size_t cols, const __half *x, size_t
             B >= ring_first_batch(ring, (qg_ktype)T, rows, nb, q6_unaligned_rows<T>(w, nb)) && B <= 16 && ((uintptr_t)x & 15u) == 0 &&
             ring_fills((qg_ktype)T, B, rows, ring) &&
             128 * nb * bb < ((size_t)1 << 32) &&
-            ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin)
+            ring_smem<T, 2, 1>() <= optin && ring_smem<T, 2, 4>() <= optin && ring_smem<T, 2, 1, 4, true>() <= optin &&
+            ring_smem<T, 2, 4, 8, true>() <= optin)
             return B <= 8 ? launch_ring<T, 1>(w, rows, nb, x, cols, B, y32, y16, s) : launch_ring<T, 2>(w, rows, nb, x, cols, B, y32, y16, s);
     }
     int nt = 0, cg = 0;

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <atomic>
+
 static thread_local char g_last_error[256];
 
 extern "C" const char *qg_cuda_last_error(void) { return g_last_error; }
@@ -24,6 +26,24 @@ int qg_cuda_sm_count()
         return 0;
     }
     return n;
+}
+
+qg_tm_encode_fn qg_cuda_tm_encoder()
+{
+    static std::atomic<int> state(-1);
+    static std::atomic<qg_tm_encode_fn> fn(nullptr);
+    if (state.load() < 0) {
+        void *p = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            cudaGetLastError();
+            p = nullptr;
+        }
+        fn.store((qg_tm_encode_fn)p);
+        state.store(1);
+    }
+    return fn.load();
 }
 
 extern "C" int qg_cuda_device_count(char *why, size_t why_len)

@@ -42,10 +42,17 @@ if(QG_HAVE_CUDA)
   # from batch 1 for every type, ring.off leaves batch 1..16 to the staged kernel.
   # ring.lt3 / ring.lt7: CTAs of all four phases with 3 or 7 row tiles pinned (what the host picks for
   # some row counts, ring_tiles) at every batch: Q8_K's 8-warp CTAs computing 3 or 7 of their row tiles,
-  # the other warps copying x and keeping the barriers only; Q4_K, Q5_K and Q6_K in 7-warp CTAs (lt7)
+  # the other warps copying x and keeping the barriers only; Q4_K, Q5_K and Q6_K in 7-warp CTAs (lt7).
+  # The ring copies a CTA's rows by a tensor map where the rows allow one (every Q4_K and Q5_K shape here,
+  # Q6_K and Q8_K at 16 super-blocks a row, Q8_K also at 4), else by cp.async; the .cpasync variants
+  # (QG_CUDA_KQ_RING_TMA=0) keep the cp.async copies on every shape.
   foreach(v "ph4;QG_CUDA_KQ_RING_PH=4" "all;QG_CUDA_KQ_RING_MIN=1" "off;QG_CUDA_KQ_MMA_RING=0"
             "lt3;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=3"
-            "lt7;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=7")
+            "lt7;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=7"
+            "all.cpasync;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_TMA=0"
+            "ph4.cpasync;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_TMA=0"
+            "lt3.cpasync;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=3;QG_CUDA_KQ_RING_TMA=0"
+            "lt7.cpasync;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=7;QG_CUDA_KQ_RING_TMA=0")
     list(GET v 0 name)
     list(SUBLIST v 1 -1 envs)
     qg_add_test(NAME gpu.kq_gemm.cuda.ring.${name} LABELS gpu COMMAND test_kq_gemm cuda)
