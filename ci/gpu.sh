@@ -39,9 +39,16 @@ CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2
 if [ -n "$CS" ]; then
     "$CS" --error-exitcode 1 build/bin/golden_test --format rans --backend cuda --golden golden
     # The K-quant ring kernel (sm_90; elsewhere it never launches and the step checks nothing new) at every
-    # batch of every type, shapes whose last block ends inside a 16-byte segment included.
-    timed "compute-sanitizer: the K-quant ring kernel (memcheck)"
+    # batch of every type, shapes whose last block ends inside a 16-byte segment included: its rows by
+    # tensor map where they allow it (the default), then by its cp.async copies everywhere
+    timed "compute-sanitizer: the K-quant ring kernel (memcheck), tensor-map and cp.async copies"
     QG_CUDA_KQ_RING_MIN=1 "$CS" --tool memcheck --kernel-name kns=k_kq_gemm_ring --error-exitcode 1 build/bin/test_kq_gemm cuda
+    QG_CUDA_KQ_TMA=0 QG_CUDA_KQ_RING_MIN=1 "$CS" --tool memcheck --kernel-name kns=k_kq_gemm_ring --error-exitcode 1 build/bin/test_kq_gemm cuda
+    # The warpgroup kernel (sm_90a builds) from batch 1, its rows by tensor map: bounds, races, barriers
+    timed "compute-sanitizer: the K-quant warpgroup kernel from batch 1 (memcheck, racecheck, synccheck)"
+    for tool in memcheck racecheck synccheck; do
+        QG_CUDA_KQ_WG_MIN=1 "$CS" --tool "$tool" --kernel-name kns=k_kq_gemm_wg --error-exitcode 1 build/bin/test_kq_gemm cuda q8_k
+    done
     # CTAs of fewer row tiles: Q8_K's with 3 of 8 pinned (idle warps, rows split across CTAs) and Q5_K's
     # of 7 warps: races and bounds
     timed "compute-sanitizer: the ring kernel with 3 (Q8_K) and 7 (Q5_K) row tiles a CTA (racecheck, memcheck)"

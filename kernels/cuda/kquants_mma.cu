@@ -1603,7 +1603,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
                 const uint32_t bar = bars + 8u * (uint32_t)sl;
                 fence_proxy_async();
                 mbar_expect_tx(bar, (uint32_t)(16 * lt * SLOT));
-#ifdef QG_CUDA_MUTANT_KQ_RING_TMA_ROW
+#ifdef QG_CUDA_MUTANT_KQ_TMA_ROW
                 tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0 + 1, bar); /* a GPU-machine mutant: the box one row late */
 #else
                 tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0, bar);
@@ -1756,12 +1756,16 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
  *
  * A CTA is WG warpgroups of 64 rows each and one column group; it walks the super-blocks as the PH = 4
  * ring does (phase p: p, p + 4, ... in order; each phase's sum from +0, then ((p0 + p1) + p2) + p3), its
- * rows' blocks and the super-block's image piece copied by cp.async ST - 1 super-blocks ahead. The
- * columns' inf/NaN flags are read off the code sums, as superblock_staged reads them. */
+ * rows' blocks and the super-block's image piece copied by cp.async ST - 1 super-blocks ahead (the rows
+ * by one tensor-map copy where they allow it, the TM instances, as the ring kernel's). The columns'
+ * inf/NaN flags are read off the code sums, as superblock_staged reads them. */
 /* the image carries the sub-block sums' bf16 parts: Q4_K and Q5_K (their min terms) */
 template <int T> __host__ __device__ constexpr bool wg_xparts() { return T == QG_Q4_K || T == QG_Q5_K; }
 template <int T, int N> __host__ __device__ constexpr int wg_xbytes() { return N * QK * 2 + (wg_xparts<T>() ? N / 8 * 3 * 128 : 0); }
-template <int T, int N, int WG> __host__ __device__ constexpr int wg_stage_bytes() { return 64 * WG * ring_slot<T>() + wg_xbytes<T, N>(); }
+template <int T, int N, int WG, bool TM = false> __host__ __device__ constexpr int wg_stage_bytes()
+{
+    return 64 * WG * ring_pitch<T, TM>() + wg_xbytes<T, N>();
+}
 /* CTAs an SM: N = 16 two (WG = 2) or four (Q6_K three), N = 32 two or three, N = 64 one or two; the
  * registers a thread may take follow */
 template <int T, int N, int WG> __host__ __device__ constexpr int wg_ctas()
@@ -1811,15 +1815,25 @@ __device__ int g_kq_wgmma_built = QG_CUDA_WGMMA;
 
 /* PS = 4: a CTA walks all four phases and stores y. PS = 1: CTA z of the grid walks phase z only and
  * stores its sum in part[z][column][row]; k_kq_wg_join then adds them in the same order. */
-template <int T, int N, int WG, int PS, bool U6 = false>
+/* The shared memory of an instance: its stages (as many as wg_stages gives the cp.async slots) and, TM, an
+ * mbarrier a stage. */
+template <int T, int N, int WG, bool TM = false> __host__ __device__ constexpr int wg_smem()
+{
+    return wg_stages<T, N, WG>() * (wg_stage_bytes<T, N, WG, TM>() + (TM ? 8 : 0));
+}
+
+/* TM: the CTA's rows by a tensor map, as the ring kernel's TM instances take them (one box of its RR rows a
+ * super-block, issued by thread 0, completing on the stage's mbarrier). */
+template <int T, int N, int WG, int PS, bool U6 = false, bool TM = false>
 __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(const uint8_t *__restrict__ w, size_t rows, size_t nb,
                                                                          const __half *__restrict__ x, size_t cols, int batch,
                                                                          const uint8_t *__restrict__ xi, float *y32, uint16_t *y16,
-                                                                         float *part)
+                                                                         float *part, const __grid_constant__ CUtensorMap tmap)
 {
 #if QG_CUDA_WGMMA
-    constexpr int BB = ring_bb<T>(), SLOT = ring_slot<T>(), W = wwords<T>::n, MT = N / 8;
+    constexpr int BB = ring_bb<T>(), SLOT = ring_pitch<T, TM>(), W = wwords<T>::n, MT = N / 8;
     constexpr int NTH = 128 * WG, RR = 64 * WG, WB = RR * SLOT, XB = wg_xbytes<T, N>(), STB = WB + XB;
+    static_assert(STB == wg_stage_bytes<T, N, WG, TM>(), "the host's stage");
     constexpr bool ALIGNED = BB % 16 == 0;
     constexpr int KX = (XB / 16 + NTH - 1) / NTH, ST = wg_stages<T, N, WG>();
     static_assert(ST >= 2 && STB % 16 == 0, "two stages of whole 16-byte pieces");
@@ -1829,20 +1843,42 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     const int col0 = (int)blockIdx.x * N;
     const uint8_t *const xig = xi + (size_t)blockIdx.x * nb * XB; /* the column group's pieces, super-block after super-block */
     auto count = [&](int p) { return (size_t)p < nb ? (int)((nb - (size_t)p + 3) / 4) : 0; };
-    using copies_t = std::conditional_t<wg_grid<T>(), row_copies_grid<T, NTH, RR, ring_slot<T>() / 16, U6>, row_copies_flat<T, NTH, RR, false>>;
+    using copies_t = std::conditional_t<TM, ring_no_copies,
+                                        std::conditional_t<wg_grid<T>(), row_copies_grid<T, NTH, RR, ring_slot<T>() / 16, U6>,
+                                                           row_copies_flat<T, NTH, RR, false>>>;
     const copies_t wc(w, rows, nb, row0, tid);          /* the thread's copies of the CTA's rows */
     const int wlim = (int)min((size_t)RR, rows - row0); /* grid: those inside the weights */
-    if constexpr (zero_dead<T>() && wg_grid<T>()) zero_dead_rows<SLOT, ST, STB, NTH>(dyn_smem, wlim, RR, tid);
+    if constexpr (zero_dead<T>() && wg_grid<T>() && !TM) zero_dead_rows<SLOT, ST, STB, NTH>(dyn_smem, wlim, RR, tid);
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(dyn_smem);
+    const uint32_t bars = ring + (uint32_t)(ST * STB); /* TM: the stages' mbarriers */
+    if constexpr (TM) {
+        if (tid == 0) {
+            for (int j = 0; j < ST; j++) mbar_init(bars + 8u * (uint32_t)j, 1);
+            mbar_init_fence();
+        }
+        __syncthreads();
+    }
     const int pb = PS == 4 ? 0 : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
     int islot = 0, ipi = pb, ik = 0, total = 0, icnt = count(pb);
     for (int pi = pb; pi < pe; pi++) total += count(pi);
     auto issue = [&]() { /* the next super-block of the walk into slot islot */
         while (ik == icnt) ik = 0, icnt = count(++ipi);
         const size_t sb = (size_t)ipi + 4 * (size_t)ik++, off = sb * BB;
-        const uint32_t st = ring + (uint32_t)(islot * STB) + 16u * (uint32_t)tid;
+        const int sl = islot;
+        const uint32_t st = ring + (uint32_t)(sl * STB) + 16u * (uint32_t)tid;
         islot = islot == ST - 1 ? 0 : islot + 1;
-        if constexpr (wg_grid<T>()) wc.copy_all(st - 16u * (uint32_t)tid, off, wlim);
+        if constexpr (TM) {
+            if (tid == 0) { /* as the ring kernel's TM copy */
+                const uint32_t bar = bars + 8u * (uint32_t)sl;
+                fence_proxy_async();
+                mbar_expect_tx(bar, (uint32_t)(RR * SLOT));
+#ifdef QG_CUDA_MUTANT_KQ_TMA_ROW
+                tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0 + 1, bar); /* the mutant, as in the ring kernel */
+#else
+                tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0, bar);
+#endif
+            }
+        } else if constexpr (wg_grid<T>()) wc.copy_all(st - 16u * (uint32_t)tid, off, wlim);
         else wc.copy_all(st, off, [&](int k) { return k < copies_t::KW - 1 || wc.last; });
         const uint8_t *xs = xig + sb * XB + 16 * tid;
 #pragma unroll
@@ -1866,6 +1902,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
 #pragma unroll
         for (int j = 0; j < 4; j++) S[n][j] = S6[n][j] = tot[n][j] = 0.0f;
     int cslot = 0, i = 0;
+    uint32_t tpar = 0; /* TM: the parity of slot cslot's mbarrier phase that super-block i completes */
     for (int p = pb; p < pe; p++) {
 #pragma unroll
         for (int n = 0; n < MT; n++)
@@ -1875,6 +1912,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
         auto walk = [&](auto rd) { /* the phase's super-blocks, Q6_K words read as rd says (as the ring kernel) */
             for (int k = 0; k < np; k++, i++) {
                 cp_async_wait<ST - 2>(); /* this thread's copies of the walk's super-block i have landed */
+                if constexpr (TM) mbar_wait(bars + 8u * (uint32_t)cslot, tpar); /* and the box of the CTA's rows */
                 fence_proxy_async();     /* ... are visible to the tensor cores' reads */
                 __syncthreads();         /* everyone's have; the slot refilled next is no longer read */
                 if (i + ST - 1 < total) issue();
@@ -1882,6 +1920,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
                 const unsigned char *st = dyn_smem + cslot * STB;
                 const uint64_t dsc = desc0 + (uint64_t)((cslot * STB) >> 4);
                 cslot = cslot == ST - 1 ? 0 : cslot + 1;
+                if (TM && cslot == 0) tpar ^= 1u;
                 const size_t sb = (size_t)p + 4 * (size_t)k;
                 const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
                 uint32_t va[W], vb[W];
@@ -2145,11 +2184,12 @@ int launch_staged(const uint8_t *w, size_t rows, size_t nb, size_t bb, const __h
 /* Where the ring kernel runs: an sm_90 device (the rings take 160-210 KB of shared memory an SM; measured
  * on the H200 only), batch ring_config().min_batch[type] .. 16 (QG_CUDA_KQ_RING_MIN sets it for all types)
  * where its grid fills the GPU (ring_fills), unless QG_CUDA_KQ_MMA_TILES pins the staged kernel or QG_CUDA_KQ_MMA_RING=0. QG_CUDA_KQ_RING_PH = 1 or
- * 4 pins the phases a ring. QG_CUDA_KQ_RING_TMA=0 keeps the cp.async copies of the rows where the tensor-map
- * instances could run (ring_tm_map). Tuning knobs: every value gives the same bits. */
+ * 4 pins the phases a ring. QG_CUDA_KQ_TMA=0 keeps the cp.async copies of the rows where the tensor-map
+ * instances (of this kernel and of k_kq_gemm_wg) could run (ring_tm_map). Tuning knobs: every value gives
+ * the same bits. */
 struct ring_cfg {
     bool sm90, pinned; /* pinned: QG_CUDA_KQ_RING_MIN or _PH set, the ring wherever it can run (tests) */
-    bool tma;          /* the tensor-map instances where the rows allow them */
+    bool tma;          /* the tensor-map instances (ring and warpgroup kernels) where the rows allow them */
     int min_batch[4], ph, sms;
 };
 ring_cfg ring_config()
@@ -2174,7 +2214,7 @@ ring_cfg ring_config()
         }
         env = getenv("QG_CUDA_KQ_RING_PH");
         if (env != nullptr && (env[0] == '1' || env[0] == '4') && env[1] == '\0') r.ph = env[0] - '0', r.pinned = true;
-        env = getenv("QG_CUDA_KQ_RING_TMA");
+        env = getenv("QG_CUDA_KQ_TMA");
         if (env != nullptr && env[0] == '0' && env[1] == '\0') r.tma = false;
         return r;
     }();
@@ -2276,9 +2316,9 @@ template <int T> bool ring_tm_map(CUtensorMap *map, const uint8_t *w, size_t row
 {
     /* L2 promotion (a choice of speed): 256-byte lines where the 4 phases of a CTA read neighbouring blocks
      * together (PH = 1), none where a CTA walks one phase at a time (PH = 4: a block's neighbours are read
-     * a phase later). QG_CUDA_KQ_RING_TMA_L2 = 0, 64, 128 or 256 pins it (tests, tuning). */
+     * a phase later). QG_CUDA_KQ_TMA_L2 = 0, 64, 128 or 256 pins it (tests, tuning). */
     static const int l2pin = [] {
-        const char *env = getenv("QG_CUDA_KQ_RING_TMA_L2");
+        const char *env = getenv("QG_CUDA_KQ_TMA_L2");
         return env == nullptr ? -1 : atoi(env);
     }();
     const int l2 = l2pin >= 0 ? l2pin : ph == 1 ? 256 : 0;
@@ -2522,18 +2562,20 @@ cudaError_t kq_ws_alloc(void **p, size_t bytes, cudaStream_t s)
 }
 
 /* One warpgroup kernel instance: its shared memory raised once, then the launch. */
-template <int T, int N, int WG, int PS, bool U6>
+template <int T, int N, int WG, int PS, bool U6, bool TM = false>
 int launch_wg_inst(dim3 grid, const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, const uint8_t *xi,
-                   float *part, float *y32, uint16_t *y16, cudaStream_t s)
+                   float *part, float *y32, uint16_t *y16, cudaStream_t s, const CUtensorMap *tm = nullptr)
 {
     static bool attr_set = false;
-    constexpr int smem = wg_stages<T, N, WG>() * wg_stage_bytes<T, N, WG>();
+    constexpr int smem = wg_smem<T, N, WG, TM>();
     if (!attr_set) {
-        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_wg<T, N, WG, PS, U6>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        const cudaError_t e = cudaFuncSetAttribute(k_kq_gemm_wg<T, N, WG, PS, U6, TM>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return qg_cuda_fail("cudaFuncSetAttribute(k_kq_gemm_wg)", e);
         attr_set = true;
     }
-    k_kq_gemm_wg<T, N, WG, PS, U6><<<grid, 128 * WG, smem, s>>>(w, rows, nb, x, cols, batch, xi, y32, y16, part);
+    CUtensorMap none;
+    if (tm == nullptr) memset(&none, 0, sizeof none);
+    k_kq_gemm_wg<T, N, WG, PS, U6, TM><<<grid, 128 * WG, smem, s>>>(w, rows, nb, x, cols, batch, xi, y32, y16, part, tm != nullptr ? *tm : none);
     const cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_wg launch", e);
 }
@@ -2547,9 +2589,13 @@ int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return qg_cuda_fail("k_kq_wg_image launch", e);
     const dim3 grid(groups, (unsigned)((rows + 64 * WG - 1) / (64 * WG)), PS == 1 ? 4 : 1);
-    /* Q6_K's grid-copy instances come in two: rows all 16-aligned, or not (U6) */
+    /* the tensor-map instance where the rows make a map (ring_tm_map), else Q6_K's grid-copy instances come
+     * in two: rows all 16-aligned, or not (U6) */
     int rc;
-    if constexpr (T == QG_Q6_K && wg_grid<T>())
+    CUtensorMap tm;
+    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 64 * WG, 4)) /* no L2 promotion: a CTA walks a phase at a time */
+        rc = launch_wg_inst<T, N, WG, PS, false, true>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s, &tm);
+    else if constexpr (T == QG_Q6_K && wg_grid<T>())
         rc = q6_unaligned_rows<T>(w, nb) ? launch_wg_inst<T, N, WG, PS, true>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s)
                                          : launch_wg_inst<T, N, WG, PS, false>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s);
     else

@@ -25,11 +25,14 @@ if(QG_HAVE_CUDA)
   # warpgroups walking all four phases, wg.rows64 CTAs of one warpgroup walking all four (with one
   # column group of 64), wg.rows64ps1 CTAs of one warpgroup and one phase (Q6_K's CTAs are always one
   # warpgroup); wg.min1 runs it at every batch from 1 (QG_CUDA_KQ_WG_MIN=1; batch 1..16 as one group of
-  # 16 columns), wg.min1ps4 with CTAs walking all four phases (the choice on 28672 rows at 9..16).
+  # 16 columns), wg.min1ps4 with CTAs walking all four phases (the choice on 28672 rows at 9..16). Its rows
+  # come by a tensor map where they allow one (as the ring kernel's below); the .cpasync variants
+  # (QG_CUDA_KQ_TMA=0) keep its cp.async copies on every shape.
   foreach(v "off;QG_CUDA_KQ_WG=0" "n64;QG_CUDA_KQ_WG_N=64" "ps4;QG_CUDA_KQ_WG_PS=4"
             "rows64;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=4;QG_CUDA_KQ_WG_N=64"
             "rows64ps1;QG_CUDA_KQ_WG_ROWS=64;QG_CUDA_KQ_WG_PS=1" "min1;QG_CUDA_KQ_WG_MIN=1"
-            "min1ps4;QG_CUDA_KQ_WG_MIN=1;QG_CUDA_KQ_WG_PS=4")
+            "min1ps4;QG_CUDA_KQ_WG_MIN=1;QG_CUDA_KQ_WG_PS=4"
+            "min1.cpasync;QG_CUDA_KQ_WG_MIN=1;QG_CUDA_KQ_TMA=0" "min1ps4.cpasync;QG_CUDA_KQ_WG_MIN=1;QG_CUDA_KQ_WG_PS=4;QG_CUDA_KQ_TMA=0")
     list(GET v 0 name)
     list(SUBLIST v 1 -1 envs)
     qg_add_test(NAME gpu.kq_gemm.cuda.wg.${name} LABELS gpu COMMAND test_kq_gemm cuda)
@@ -45,14 +48,14 @@ if(QG_HAVE_CUDA)
   # the other warps copying x and keeping the barriers only; Q4_K, Q5_K and Q6_K in 7-warp CTAs (lt7).
   # The ring copies a CTA's rows by a tensor map where the rows allow one (every Q4_K and Q5_K shape here,
   # Q6_K and Q8_K at 16 super-blocks a row, Q8_K also at 4), else by cp.async; the .cpasync variants
-  # (QG_CUDA_KQ_RING_TMA=0) keep the cp.async copies on every shape.
+  # (QG_CUDA_KQ_TMA=0) keep the cp.async copies on every shape.
   foreach(v "ph4;QG_CUDA_KQ_RING_PH=4" "all;QG_CUDA_KQ_RING_MIN=1" "off;QG_CUDA_KQ_MMA_RING=0"
             "lt3;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=3"
             "lt7;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=7"
-            "all.cpasync;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_TMA=0"
-            "ph4.cpasync;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_TMA=0"
-            "lt3.cpasync;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=3;QG_CUDA_KQ_RING_TMA=0"
-            "lt7.cpasync;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=7;QG_CUDA_KQ_RING_TMA=0")
+            "all.cpasync;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_TMA=0"
+            "ph4.cpasync;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_TMA=0"
+            "lt3.cpasync;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=3;QG_CUDA_KQ_TMA=0"
+            "lt7.cpasync;QG_CUDA_KQ_RING_PH=4;QG_CUDA_KQ_RING_MIN=1;QG_CUDA_KQ_RING_LT=7;QG_CUDA_KQ_TMA=0")
     list(GET v 0 name)
     list(SUBLIST v 1 -1 envs)
     qg_add_test(NAME gpu.kq_gemm.cuda.ring.${name} LABELS gpu COMMAND test_kq_gemm cuda)
