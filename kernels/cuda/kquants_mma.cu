@@ -2309,9 +2309,9 @@ int launch_ring_inst(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
 }
 
 /* The rows of type T as a tensor map for the TM instances: rows x (nb BB / 2) 16-bit elements, boxes of
- * box_rows rows x ring_tm_pitch bytes (a box starts on a 16-byte boundary), zero fill outside. Needs the weights 16-byte aligned and a row a
- * multiple of 16 bytes (Q4_K, Q5_K: always; Q6_K nb a multiple of 8; Q8_K of 4) and the driver's encoder;
- * false where any is missing (the cp.async instances run). */
+ * box_rows rows x ring_tm_pitch bytes (a box starts on a 16-byte boundary), zero fill outside. Needs the
+ * weights 16-byte aligned and a row a multiple of 16 bytes (Q4_K, Q5_K: always; Q6_K nb a multiple of 8;
+ * Q8_K of 4) and the driver's encoder; false where any is missing (the cp.async instances run). */
 template <int T> bool ring_tm_map(CUtensorMap *map, const uint8_t *w, size_t rows, size_t nb, int box_rows, int ph)
 {
     /* L2 promotion (a choice of speed): 256-byte lines where the 4 phases of a CTA read neighbouring blocks
