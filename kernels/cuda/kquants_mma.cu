@@ -1498,6 +1498,32 @@ struct row_copies_grid {
 };
 #endif
 
+/* TM instances (ring and warpgroup kernels): n stage mbarriers at bars, one arrival each a phase (the
+ * copying thread's), initialised by thread tid 0 of the ring; the caller's barrier follows. */
+__device__ __forceinline__ void tm_bars_init(uint32_t bars, int n, int tid)
+{
+    if (tid == 0) {
+        for (int j = 0; j < n; j++) mbar_init(bars + 8u * (uint32_t)j, 1);
+        mbar_init_fence();
+    }
+}
+
+/* One box of the CTA's rows (from row0, the block at byte offset off of each) into the stage at st,
+ * completing on bar, issued by one thread: the box starts at the 16-byte boundary at or below the block
+ * (a box starts 16-aligned along a row; rows past the weights and bytes past a row's end zero-filled);
+ * the fence orders the CTA's reads of the slot's previous super-block (before the last CTA barrier) with
+ * the copy's writes. */
+__device__ __forceinline__ void tm_rows_copy(uint32_t st, uint32_t bar, const CUtensorMap *tmap, size_t off, size_t row0, uint32_t bytes)
+{
+    fence_proxy_async();
+    mbar_expect_tx(bar, bytes);
+#ifdef QG_CUDA_MUTANT_KQ_TMA_ROW
+    tma_load_2d(st, tmap, (int)((off & ~(size_t)15) / 2), (int)row0 + 1, bar); /* a GPU-machine mutant: the box one row late */
+#else
+    tma_load_2d(st, tmap, (int)((off & ~(size_t)15) / 2), (int)row0, bar);
+#endif
+}
+
 /* TM instances copy no rows themselves */
 struct ring_no_copies {
     __device__ __forceinline__ ring_no_copies(const uint8_t *, size_t, size_t, size_t, int) {}
@@ -1577,10 +1603,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
      * with the box's bytes) and the copy complete a phase */
     const uint32_t bars = (uint32_t)__cvta_generic_to_shared(dyn_smem + (PH == 4 ? 1 : 4) * RING_ST * STB) + 8u * (uint32_t)(grp * RING_ST);
     if constexpr (TM) {
-        if (tid == 0) {
-            for (int j = 0; j < RING_ST; j++) mbar_init(bars + 8u * (uint32_t)j, 1);
-            mbar_init_fence();
-        }
+        tm_bars_init(bars, RING_ST, tid);
         ring_sync();
     }
     const uint32_t xdst = WB + (uint32_t)((tid >> 5) * XS * 2 + 16 * (tid & 31)); /* x segment tid; + k NTH / 32 columns */
@@ -1595,20 +1618,8 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
         const uint32_t st = ring + (uint32_t)(sl * STB) + 16u * (uint32_t)tid;
         islot = islot == RING_ST - 1 ? 0 : islot + 1;
         if constexpr (TM) {
-            /* one box: the 16 lt rows from row0 (rows past the weights zero-filled), SLOT bytes of each from the
-             * 16-byte boundary at or below the block's first byte (a box starts 16-aligned along a row; past a
-             * row's end zero-filled); the fence orders the ring's reads of the slot's previous super-block
-             * (before the last ring_sync) with the copy's writes */
-            if (tid == 0) {
-                const uint32_t bar = bars + 8u * (uint32_t)sl;
-                fence_proxy_async();
-                mbar_expect_tx(bar, (uint32_t)(16 * lt * SLOT));
-#ifdef QG_CUDA_MUTANT_KQ_TMA_ROW
-                tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0 + 1, bar); /* a GPU-machine mutant: the box one row late */
-#else
-                tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0, bar);
-#endif
-            }
+            /* one box: the 16 lt rows from row0, SLOT bytes of each */
+            if (tid == 0) tm_rows_copy(st, bars + 8u * (uint32_t)sl, &tmap, off, row0, (uint32_t)(16 * lt * SLOT));
         } else if constexpr (ring_grid<T, NT, PH>()) wc.copy_all(st - 16u * (uint32_t)tid, off, wlim);
         else
             wc.copy_all(st, off, [&](int k) {
@@ -1852,10 +1863,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     const uint32_t ring = (uint32_t)__cvta_generic_to_shared(dyn_smem);
     const uint32_t bars = ring + (uint32_t)(ST * STB); /* TM: the stages' mbarriers */
     if constexpr (TM) {
-        if (tid == 0) {
-            for (int j = 0; j < ST; j++) mbar_init(bars + 8u * (uint32_t)j, 1);
-            mbar_init_fence();
-        }
+        tm_bars_init(bars, ST, tid);
         __syncthreads();
     }
     const int pb = PS == 4 ? 0 : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
@@ -1868,16 +1876,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
         const uint32_t st = ring + (uint32_t)(sl * STB) + 16u * (uint32_t)tid;
         islot = islot == ST - 1 ? 0 : islot + 1;
         if constexpr (TM) {
-            if (tid == 0) { /* as the ring kernel's TM copy */
-                const uint32_t bar = bars + 8u * (uint32_t)sl;
-                fence_proxy_async();
-                mbar_expect_tx(bar, (uint32_t)(RR * SLOT));
-#ifdef QG_CUDA_MUTANT_KQ_TMA_ROW
-                tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0 + 1, bar); /* the mutant, as in the ring kernel */
-#else
-                tma_load_2d(st, &tmap, (int)((off & ~(size_t)15) / 2), (int)row0, bar);
-#endif
-            }
+            if (tid == 0) tm_rows_copy(st, bars + 8u * (uint32_t)sl, &tmap, off, row0, (uint32_t)(RR * SLOT));
         } else if constexpr (wg_grid<T>()) wc.copy_all(st - 16u * (uint32_t)tid, off, wlim);
         else wc.copy_all(st, off, [&](int k) { return k < copies_t::KW - 1 || wc.last; });
         const uint8_t *xs = xig + sb * XB + 16 * tid;
