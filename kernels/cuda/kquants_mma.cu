@@ -2311,16 +2311,15 @@ int launch_ring_inst(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
  * box_rows rows x ring_tm_pitch bytes (a box starts on a 16-byte boundary), zero fill outside. Needs the
  * weights 16-byte aligned and a row a multiple of 16 bytes (Q4_K, Q5_K: always; Q6_K nb a multiple of 8;
  * Q8_K of 4) and the driver's encoder; false where any is missing (the cp.async instances run). */
-template <int T> bool ring_tm_map(CUtensorMap *map, const uint8_t *w, size_t rows, size_t nb, int box_rows, int ph)
+template <int T> bool ring_tm_map(CUtensorMap *map, const uint8_t *w, size_t rows, size_t nb, int box_rows, int l2def)
 {
-    /* L2 promotion (a choice of speed): 256-byte lines where the 4 phases of a CTA read neighbouring blocks
-     * together (PH = 1), none where a CTA walks one phase at a time (PH = 4: a block's neighbours are read
-     * a phase later). QG_CUDA_KQ_TMA_L2 = 0, 64, 128 or 256 pins it (tests, tuning). */
+    /* L2 promotion in bytes (a choice of speed, l2def: the caller's default, see its comment);
+     * QG_CUDA_KQ_TMA_L2 = 0, 64, 128 or 256 pins it for every caller (tests, tuning). */
     static const int l2pin = [] {
         const char *env = getenv("QG_CUDA_KQ_TMA_L2");
         return env == nullptr ? -1 : atoi(env);
     }();
-    const int l2 = l2pin >= 0 ? l2pin : ph == 1 ? 256 : 0;
+    const int l2 = l2pin >= 0 ? l2pin : l2def;
     const CUtensorMapL2promotion prom = l2 == 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
                                         : l2 == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
                                         : l2 == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
@@ -2341,7 +2340,9 @@ int launch_ring_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x
                        int lt, cudaStream_t s)
 {
     CUtensorMap tm;
-    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 16 * lt, PH))
+    /* 256-byte L2 lines where the 4 phases of a CTA read neighbouring blocks together (PH = 1), none where
+     * a CTA walks one phase at a time (PH = 4: a block's neighbours are read a phase later) */
+    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 16 * lt, PH == 1 ? 256 : 0))
         return launch_ring_inst<T, NT, PH, PART, RW, false, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s, &tm);
     if constexpr (T == QG_Q6_K && ring_grid<T, NT, PH>())
         if (q6_unaligned_rows<T>(w, nb)) return launch_ring_inst<T, NT, PH, PART, RW, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
@@ -2579,6 +2580,17 @@ int launch_wg_inst(dim3 grid, const uint8_t *w, size_t rows, size_t nb, const __
     return e == cudaSuccess ? QG_ERR_ok : qg_cuda_fail("k_kq_gemm_wg launch", e);
 }
 
+/* The warpgroup kernel's L2 promotion, bytes (a choice of speed; same bits either way): none, as a CTA
+ * walking phase p reads blocks p, p + 4, ... (their neighbours belong to other phases), but 128-byte lines
+ * for Q8_K's CTAs of one phase (PS = 1) on rows of at least 32 super-blocks. H200, one call, one binary,
+ * two runs each, against none: Q8_K 3% less time at batch 48 and 64 on 8192x28672 and 4096x14336, 1.5% on
+ * 8192x8192, 0-2.5% at batch 9..32 on 8192x28672; 0.3-1.4% more on 14336x4096 (16 super-blocks a row),
+ * which keeps none; Q4_K, Q5_K and Q6_K within 1% (8192x8192, 4096x14336, batch 24..64) keep none. */
+template <int T, int PS> int wg_l2_bytes(size_t nb)
+{
+    return T == QG_Q8_K && PS == 1 && nb >= 32 ? 128 : 0;
+}
+
 template <int T, int N, int WG, int PS>
 int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t cols, int batch, const uint8_t *xi, float *part,
                      float *y32, uint16_t *y16, cudaStream_t s)
@@ -2592,7 +2604,7 @@ int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
      * in two: rows all 16-aligned, or not (U6) */
     int rc;
     CUtensorMap tm;
-    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 64 * WG, 4)) /* no L2 promotion: a CTA walks a phase at a time */
+    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 64 * WG, wg_l2_bytes<T, PS>(nb)))
         rc = launch_wg_inst<T, N, WG, PS, false, true>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s, &tm);
     else if constexpr (T == QG_Q6_K && wg_grid<T>())
         rc = q6_unaligned_rows<T>(w, nb) ? launch_wg_inst<T, N, WG, PS, true>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s)
