@@ -1824,8 +1824,17 @@ __global__ void __launch_bounds__(4 * N) k_kq_wg_image(const __half *__restrict_
 
 __device__ int g_kq_wgmma_built = QG_CUDA_WGMMA;
 
-/* PS = 4: a CTA walks all four phases and stores y. PS = 1: CTA z of the grid walks phase z only and
- * stores its sum in part[z][column][row]; k_kq_wg_join then adds them in the same order. */
+/* PS = 4: a CTA walks all four phases and stores y. PS = 1: a CTA walks one phase only and stores its sum
+ * in part[phase][column][row]; k_kq_wg_join then adds them in the same order. The phase is blockIdx.x mod 4
+ * (blockIdx.x / 4 the column group) where wg_phase_x says, else blockIdx.z: in x, a row block's four phase
+ * CTAs launch together and read their rows' neighbouring blocks at about the same time (neighbours share
+ * the 32-byte sectors at their edges; a phase apart, such a sector has left L2 before the other phase
+ * reads it). H200, one call, one binary against the previous one, two runs each: Q4_K and Q5_K at batch
+ * 9..16 on 28672x8192 8-9% less time (Q4_K batch 16 70.9 -> 64.7 us), 2-4% on 14336x4096 and 4096x14336;
+ * Q8_K at batch 48..64 on 28672x8192 4-5% less, 1-2% at batch 9..32 on 14336x4096, 4096x14336 and
+ * 8192x28672; 1.5-2.3% more for Q8_K at batch 48..64 on 4096x14336; Q6_K 3% less at batch 9..16 on
+ * 28672x8192 but 4% more there on 4096x14336 and 3-12% more at batch 24..64 on every shape: it keeps z. */
+template <int T, int PS> __host__ __device__ constexpr bool wg_phase_x() { return PS == 1 && T != QG_Q6_K; }
 /* The shared memory of an instance: its stages (as many as wg_stages gives the cp.async slots) and, TM, an
  * mbarrier a stage. */
 template <int T, int N, int WG, bool TM = false> __host__ __device__ constexpr int wg_smem()
@@ -1850,9 +1859,11 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     static_assert(ST >= 2 && STB % 16 == 0, "two stages of whole 16-byte pieces");
     extern __shared__ __align__(16) unsigned char dyn_smem[];
     const int tid = (int)threadIdx.x, wid = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    constexpr bool PX = wg_phase_x<T, PS>();
+    const int grp = PX ? (int)(blockIdx.x >> 2) : (int)blockIdx.x;
     const size_t row0 = (size_t)blockIdx.y * RR;
-    const int col0 = (int)blockIdx.x * N;
-    const uint8_t *const xig = xi + (size_t)blockIdx.x * nb * XB; /* the column group's pieces, super-block after super-block */
+    const int col0 = grp * N;
+    const uint8_t *const xig = xi + (size_t)grp * nb * XB; /* the column group's pieces, super-block after super-block */
     auto count = [&](int p) { return (size_t)p < nb ? (int)((nb - (size_t)p + 3) / 4) : 0; };
     using copies_t = std::conditional_t<TM, ring_no_copies,
                                         std::conditional_t<wg_grid<T>(), row_copies_grid<T, NTH, RR, ring_slot<T>() / 16, U6>,
@@ -1866,7 +1877,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
         tm_bars_init(bars, ST, tid);
         __syncthreads();
     }
-    const int pb = PS == 4 ? 0 : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
+    const int pb = PS == 4 ? 0 : PX ? (int)(blockIdx.x & 3u) : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
     int islot = 0, ipi = pb, ik = 0, total = 0, icnt = count(pb);
     for (int pi = pb; pi < pe; pi++) total += count(pi);
     auto issue = [&]() { /* the next super-block of the walk into slot islot */
@@ -2599,7 +2610,8 @@ int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
     k_kq_wg_image<T, N><<<dim3((unsigned)nb, groups), 4 * N, 0, s>>>(x, cols, batch, nb, const_cast<uint8_t *>(xi));
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return qg_cuda_fail("k_kq_wg_image launch", e);
-    const dim3 grid(groups, (unsigned)((rows + 64 * WG - 1) / (64 * WG)), PS == 1 ? 4 : 1);
+    const unsigned rblocks = (unsigned)((rows + 64 * WG - 1) / (64 * WG));
+    const dim3 grid = wg_phase_x<T, PS>() ? dim3(4 * groups, rblocks) : dim3(groups, rblocks, PS == 1 ? 4 : 1);
     /* the tensor-map instance where the rows make a map (ring_tm_map), else Q6_K's grid-copy instances come
      * in two: rows all 16-aligned, or not (U6) */
     int rc;
