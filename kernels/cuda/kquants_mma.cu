@@ -2663,8 +2663,12 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
         const size_t ctas4 = (size_t)groups * ((rows + 64 * wg - 1) / (64 * wg)); /* CTAs walking all four phases */
         const size_t slots = sms * (size_t)(n == 16 ? wg_ctas<T, 16, wg_def>() : wg == 2 ? wg_ctas<T, 32, 2>() : wg_ctas<T, 32, 1>());
         /* Q4_K and Q5_K in one group of 16 take one phase a CTA even there (H200, same call, 28672x8192 at
-         * batch 9, 12 and 16: Q4_K 1.5-3.3% and Q5_K 2.7-4.1% less time; Q8_K 4.7-6.9% more, it keeps them) */
-        const bool ps4 = 4 * ctas4 >= 3 * slots && ctas4 <= slots && !(n == 16 && (T == QG_Q4_K || T == QG_Q5_K));
+         * batch 9, 12 and 16: Q4_K 1.5-3.3% and Q5_K 2.7-4.1% less time; Q8_K 4.7-6.9% more, it keeps them);
+         * Q5_K in groups of 32 too, since its phase CTAs run side by side (wg_phase_x; H200, one call, two
+         * runs each, batch 24 and 32: 2-4% less time on 28672x8192, 5-8% on 25344x5120; at batch 64, two
+         * groups, 6% more on 14336x4096) */
+        const bool one_phase = (n == 16 && (T == QG_Q4_K || T == QG_Q5_K)) || (n == 32 && T == QG_Q5_K);
+        const bool ps4 = 4 * ctas4 >= 3 * slots && ctas4 <= slots && !one_phase;
         const int ps = k.ps != 0 ? k.ps : ps4 ? 4 : 1;
         /* the copies keep a CTA's byte offsets in 32 bits; the grid's y dimension holds the row blocks */
         if (128 * nb * (size_t)ring_bb<T>() >= ((size_t)1 << 32) || (rows + 63) / 64 > 65535) return -1;
