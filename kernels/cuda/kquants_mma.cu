@@ -1214,6 +1214,14 @@ template <int T> __host__ __device__ constexpr bool ring_sf() { return sum_flags
 template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_grid() { return NT == 1 && (PH == 1 || T == QG_Q6_K); }
 template <int T> __host__ __device__ constexpr bool wg_grid() { return T != QG_Q5_K; }
 template <int T> __host__ __device__ constexpr bool ring_copy16() { return T == QG_Q8_K; }
+/* Whether a PH = 4 CTA walks its super-blocks in order, 0, 1, 2, ..., with a running sum a phase (sb's
+ * in the sum of phase sb mod 4), instead of phase after phase: the same sums in the same order, so a
+ * choice of speed alone. Blocks of 144, 176 and 292 bytes share the 32-byte sectors at their edges with
+ * their neighbours, which belong to the other phases; walked phase after phase, such a sector has left L2
+ * before the neighbour's phase reads it (Nsight Compute, H200, batch 8 on 28672x8192: Q4_K 170.8 MB of
+ * DRAM reads for 132.1 MB of blocks, Q8_K 293.8 for 268.4; in order 132.4 and 268.1). Q6_K's two column
+ * tiles keep the phase walk (its four sums of two tiles would cost 16 more registers a thread). */
+template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_inorder() { return PH == 4 && (T != QG_Q6_K || NT == 1); }
 /* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
 __host__ __device__ constexpr int ring_rw(int ph) { return ph == 4 ? 8 : 4; }
 /* a stage: the ring's 16 RW row slots of one super-block, then its activations (NT 8 columns of XS halves) */
@@ -1609,11 +1617,17 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
     const uint32_t xdst = WB + (uint32_t)((tid >> 5) * XS * 2 + 16 * (tid & 31)); /* x segment tid; + k NTH / 32 columns */
     /* the copies run RING_ST - 1 super-blocks ahead through the CTA's sequence: its phases in order, each
      * phase's super-blocks in order (ipi, ik: the next one's phase and place in it, icnt its phase's count) */
+    constexpr bool INORDER = ring_inorder<T, NT, PH>();
     int islot = 0, ipi = 0, ik = 0, total = 0, icnt = count(phase(0));
     for (int pi = 0; pi < PH; pi++) total += count(phase(pi));
     auto issue = [&]() { /* the next super-block of the sequence into ring slot islot */
-        while (ik == icnt) ik = 0, icnt = count(phase(++ipi));
-        const size_t sb = (size_t)phase(ipi) + 4 * (size_t)ik++, off = sb * BB; /* the super-block, its byte offset in a row */
+        size_t sb; /* the super-block */
+        if constexpr (INORDER) sb = (size_t)ik++;
+        else {
+            while (ik == icnt) ik = 0, icnt = count(phase(++ipi));
+            sb = (size_t)phase(ipi) + 4 * (size_t)ik++;
+        }
+        const size_t off = sb * BB; /* its byte offset in a row */
         const int sl = islot;
         const uint32_t st = ring + (uint32_t)(sl * STB) + 16u * (uint32_t)tid;
         islot = islot == RING_ST - 1 ? 0 : islot + 1;
@@ -1641,69 +1655,116 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
     float tot[NT][4];
     int cslot = 0, i = 0;
     uint32_t tpar = 0; /* TM: the parity of slot cslot's mbarrier phase that super-block i completes */
-    for (int pi = 0; pi < PH; pi++) {
-        const int p = phase(pi);
-        /* the phase's running sum, as one staged warp's */
-        float acc[NT][4];
+    /* super-block sb of the sequence (the i-th): its product added to the running sum acc of its phase,
+     * Q6_K words read as rd says */
+    auto step = [&](size_t sb, auto &acc, auto rd) { /* acc: float[NT][4] (an array type spelt out here crashes cicc 13.0) */
+        cp_async_wait<RING_ST - 2>(); /* this thread's copies of super-block i of the sequence have landed */
+        if constexpr (TM) mbar_wait(bars + 8u * (uint32_t)cslot, tpar); /* and the box of its rows */
+        ring_sync();                  /* everyone's have, and every warp is done with the slot refilled next */
+        if (i + RING_ST - 1 < total) issue();
+        cp_async_commit();
+        i++;
+        const unsigned char *st = gsm + cslot * STB;
+        cslot = cslot == RING_ST - 1 ? 0 : cslot + 1;
+        if (TM && cslot == 0) tpar ^= 1u;
+        if (PART && !live) return;
+        uint32_t va[1][W], vb[1][W];
+        /* the block's place in its slot: its offset mod 16 (0 for the aligned types) */
+        const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
+        load_words_shared<T, decltype(rd)::value>(st + (16 * wid + g) * SLOT + oa, t, va[0]);
+        load_words_shared<T, decltype(rd)::value>(st + (16 * wid + g + 8) * SLOT + ob, t, vb[0]);
+        float part[1][NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
-            for (int j = 0; j < 4; j++) acc[n][j] = 0.0f;
-        const int np = count(p);
-        auto walk = [&](auto rd) { /* the phase's super-blocks, Q6_K words read as rd says */
-            for (int k = 0; k < np; k++, i++) {
-                cp_async_wait<RING_ST - 2>(); /* this thread's copies of super-block i of the sequence have landed */
-                if constexpr (TM) mbar_wait(bars + 8u * (uint32_t)cslot, tpar); /* and the box of its rows */
-                ring_sync();                  /* everyone's have, and every warp is done with the slot refilled next */
-                if (i + RING_ST - 1 < total) issue();
-                cp_async_commit();
-                const unsigned char *st = gsm + cslot * STB;
-                cslot = cslot == RING_ST - 1 ? 0 : cslot + 1;
-                if (TM && cslot == 0) tpar ^= 1u;
-                if (PART && !live) continue;
-                uint32_t va[1][W], vb[1][W];
-                const size_t sb = (size_t)p + 4 * (size_t)k;
-                /* the block's place in its slot: its offset mod 16 (0 for the aligned types) */
-                const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
-                load_words_shared<T, decltype(rd)::value>(st + (16 * wid + g) * SLOT + oa, t, va[0]);
-                load_words_shared<T, decltype(rd)::value>(st + (16 * wid + g + 8) * SLOT + ob, t, vb[0]);
-                float part[1][NT][4];
+            for (int j = 0; j < 4; j++) part[0][n][j] = 0.0f;
+        uint32_t xsp[1];
+        superblock_staged<T, NT, 1, 1, ring_sf<T>()>(va, vb, reinterpret_cast<const __half *>(st + WB), g, t, part, xsp);
+        const bool spa = special_scales<T>(va[0]), spb = special_scales<T>(vb[0]);
 #pragma unroll
-                for (int n = 0; n < NT; n++)
+        for (int n = 0; n < NT; n++)
 #pragma unroll
-                    for (int j = 0; j < 4; j++) part[0][n][j] = 0.0f;
-                uint32_t xsp[1];
-                superblock_staged<T, NT, 1, 1, ring_sf<T>()>(va, vb, reinterpret_cast<const __half *>(st + WB), g, t, part, xsp);
-                const bool spa = special_scales<T>(va[0]), spb = special_scales<T>(vb[0]);
+            for (int j = 0; j < 4; j++) {
+                const int col = 8 * n + 2 * t + (j & 1);
+                if (((j < 2 ? spa : spb) || ((xsp[0] >> (4 * n + j)) & 1u)) && col < batch)
+                    part[0][n][j] = special_part_staged<T>((j < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
+                acc[n][j] = __fadd_rn(acc[n][j], part[0][n][j]);
+            }
+    };
+    if constexpr (INORDER) {
+        /* every super-block in order, four running sums (sb's in acc4[sb mod 4]): each phase's sum takes
+         * its products in the phase walk's order, so the same bits, and a block's edge sectors, which
+         * its neighbours share, are read while they are still in L2 */
+        float acc4[4][NT][4];
 #pragma unroll
-                for (int n = 0; n < NT; n++)
+        for (int q = 0; q < 4; q++)
 #pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        const int col = 8 * n + 2 * t + (j & 1);
-                        if (((j < 2 ? spa : spb) || ((xsp[0] >> (4 * n + j)) & 1u)) && col < batch)
-                            part[0][n][j] = special_part_staged<T>((j < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
-                        acc[n][j] = __fadd_rn(acc[n][j], part[0][n][j]);
-                    }
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc4[q][n][j] = 0.0f;
+        /* the walk, the words of even and odd super-blocks read as rd_even and rd_odd say */
+        auto walk_inorder = [&](auto rd_even, auto rd_odd) {
+#pragma unroll 1
+            for (size_t s0 = 0; s0 < nb; s0 += 4) {
+                if (s0 < nb) step(s0, acc4[0], rd_even);
+                if (s0 + 1 < nb) step(s0 + 1, acc4[1], rd_odd);
+                if (s0 + 2 < nb) step(s0 + 2, acc4[2], rd_even);
+                if (s0 + 3 < nb) step(s0 + 3, acc4[3], rd_odd);
             }
         };
         if constexpr (T == QG_Q6_K) {
-            /* Q6_K blocks (210 bytes): with nb even and 4-aligned weights every row starts 4-byte aligned
-             * and block sb lies 210 sb = 2 sb (mod 4) bytes into it, so the blocks of an even phase (sb = p +
-             * 4k) are all 4-byte aligned and those of an odd one all 2 bytes off: one 4-byte read a word, or
-             * two 2-byte reads, with no test a block. H200, same call, the 7-warp CTAs of 28672x8192 at
-             * batch 1..8: 6-7% less time than two 2-byte reads for every block. */
+            /* the Q6_K reads of the phase walk below: on rows4 rows the even super-blocks' blocks are
+             * 4-byte aligned and the odd ones' 2 bytes off */
             const bool rows4 = QG_Q6_ROWS4(nb, w);
-            if (rows4 && (p & 1) == 0) walk(std::integral_constant<int, Q6_READ_A4>{});
-            else if (ring_q6_read<T, NT, PH>() == Q6_READ_BRANCH && !rows4) walk(std::integral_constant<int, Q6_READ_BRANCH>{});
-            else walk(std::integral_constant<int, Q6_READ_A2>{});
+            if (rows4) walk_inorder(std::integral_constant<int, Q6_READ_A4>{}, std::integral_constant<int, Q6_READ_A2>{});
+            else if (ring_q6_read<T, NT, PH>() == Q6_READ_BRANCH)
+                walk_inorder(std::integral_constant<int, Q6_READ_BRANCH>{}, std::integral_constant<int, Q6_READ_BRANCH>{});
+            else walk_inorder(std::integral_constant<int, Q6_READ_A2>{}, std::integral_constant<int, Q6_READ_A2>{});
         } else {
-            walk(std::integral_constant<int, Q6_READ_A2>{});
+            walk_inorder(std::integral_constant<int, Q6_READ_A2>{}, std::integral_constant<int, Q6_READ_A2>{});
         }
-        /* the phase sums meet in the staged kernel's order, ((p0 + p1) + p2) + p3 */
+        /* ((p0 + p1) + p2) + p3, as the phase walk adds them */
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
-            for (int j = 0; j < 4; j++) tot[n][j] = pi == 0 ? acc[n][j] : __fadd_rn(tot[n][j], acc[n][j]);
+            for (int j = 0; j < 4; j++)
+#ifdef QG_CUDA_MUTANT_KQ_RING_PHASE_ORDER
+                tot[n][j] = __fadd_rn(__fadd_rn(__fadd_rn(acc4[0][n][j], acc4[2][n][j]), acc4[1][n][j]), acc4[3][n][j]); /* the mutant, as above */
+#else
+                tot[n][j] = __fadd_rn(__fadd_rn(__fadd_rn(acc4[0][n][j], acc4[1][n][j]), acc4[2][n][j]), acc4[3][n][j]);
+#endif
+    } else {
+        for (int pi = 0; pi < PH; pi++) {
+            const int p = phase(pi);
+            /* the phase's running sum, as one staged warp's */
+            float acc[NT][4];
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[n][j] = 0.0f;
+            const int np = count(p);
+            auto walk = [&](auto rd) { /* the phase's super-blocks */
+                for (int k = 0; k < np; k++) step((size_t)p + 4 * (size_t)k, acc, rd);
+            };
+            if constexpr (T == QG_Q6_K) {
+                /* Q6_K blocks (210 bytes): with nb even and 4-aligned weights every row starts 4-byte aligned
+                 * and block sb lies 210 sb = 2 sb (mod 4) bytes into it, so the blocks of an even phase (sb = p +
+                 * 4k) are all 4-byte aligned and those of an odd one all 2 bytes off: one 4-byte read a word, or
+                 * two 2-byte reads, with no test a block. H200, same call, the 7-warp CTAs of 28672x8192 at
+                 * batch 1..8: 6-7% less time than two 2-byte reads for every block. */
+                const bool rows4 = QG_Q6_ROWS4(nb, w);
+                if (rows4 && (p & 1) == 0) walk(std::integral_constant<int, Q6_READ_A4>{});
+                else if (ring_q6_read<T, NT, PH>() == Q6_READ_BRANCH && !rows4) walk(std::integral_constant<int, Q6_READ_BRANCH>{});
+                else walk(std::integral_constant<int, Q6_READ_A2>{});
+            } else {
+                walk(std::integral_constant<int, Q6_READ_A2>{});
+            }
+            /* the phase sums meet in the staged kernel's order, ((p0 + p1) + p2) + p3 */
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) tot[n][j] = pi == 0 ? acc[n][j] : __fadd_rn(tot[n][j], acc[n][j]);
+        }
     }
     if constexpr (PH == 1) {
         /* the phase sums meet in group 0: groups 1..3 leave theirs in their own (now idle) rings */
@@ -1835,6 +1896,12 @@ __device__ int g_kq_wgmma_built = QG_CUDA_WGMMA;
  * 8192x28672; 1.5-2.3% more for Q8_K at batch 48..64 on 4096x14336; Q6_K 3% less at batch 9..16 on
  * 28672x8192 but 4% more there on 4096x14336 and 3-12% more at batch 24..64 on every shape: it keeps z. */
 template <int T, int PS> __host__ __device__ constexpr bool wg_phase_x() { return PS == 1 && T != QG_Q6_K; }
+/* PS = 4: whether a CTA walks its super-blocks in order with a running sum a phase (ring_inorder's choice,
+ * for the same reason): in one group of 16 columns. H200, one call, against the phase walk: Q8_K at batch
+ * 9..16 on 28672x8192 6.5-7% less time (84.3 -> 78.7 us at 16), 2% on 25344x5120; in groups of 32 its four
+ * sums take the whole 128 registers and took 11-13% more time (Q4_K, batch 24..32, 25344 and 28672 rows).
+ * Q6_K's CTAs (one warpgroup, three an SM) have no registers to spare. */
+template <int T, int N, int PS> __host__ __device__ constexpr bool wg_inorder() { return PS == 4 && N == 16 && T != QG_Q6_K; }
 /* The shared memory of an instance: its stages (as many as wg_stages gives the cp.async slots) and, TM, an
  * mbarrier a stage. */
 template <int T, int N, int WG, bool TM = false> __host__ __device__ constexpr int wg_smem()
@@ -1878,11 +1945,17 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
         __syncthreads();
     }
     const int pb = PS == 4 ? 0 : PX ? (int)(blockIdx.x & 3u) : (int)blockIdx.z, pe = pb + PS; /* the CTA's phases */
+    constexpr bool INORDER = wg_inorder<T, N, PS>();
     int islot = 0, ipi = pb, ik = 0, total = 0, icnt = count(pb);
     for (int pi = pb; pi < pe; pi++) total += count(pi);
     auto issue = [&]() { /* the next super-block of the walk into slot islot */
-        while (ik == icnt) ik = 0, icnt = count(++ipi);
-        const size_t sb = (size_t)ipi + 4 * (size_t)ik++, off = sb * BB;
+        size_t sb;
+        if constexpr (INORDER) sb = (size_t)ik++;
+        else {
+            while (ik == icnt) ik = 0, icnt = count(++ipi);
+            sb = (size_t)ipi + 4 * (size_t)ik++;
+        }
+        const size_t off = sb * BB;
         const int sl = islot;
         const uint32_t st = ring + (uint32_t)(sl * STB) + 16u * (uint32_t)tid;
         islot = islot == ST - 1 ? 0 : islot + 1;
@@ -1906,169 +1979,194 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
     /* descriptor of k16 block 0 of slot 0: start >> 4, LBO (core matrix 1) 128 >> 4, SBO (next 8 columns)
      * 4096 >> 4, no swizzle; slot s and block c add (s STB + 256 c) >> 4 (shared addresses below 2^18) */
     const uint64_t desc0 = (uint64_t)(((ring + (uint32_t)WB) & 0x3FFFFu) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(4096 >> 4) << 32);
-    float S[MT][4], S6[MT][4], acc[MT][4], tot[MT][4]; /* S6: Q6_K only */
+    float S[MT][4], S6[MT][4], tot[MT][4]; /* S6: Q6_K only */
 #pragma unroll
     for (int n = 0; n < MT; n++)
 #pragma unroll
         for (int j = 0; j < 4; j++) S[n][j] = S6[n][j] = tot[n][j] = 0.0f;
     int cslot = 0, i = 0;
     uint32_t tpar = 0; /* TM: the parity of slot cslot's mbarrier phase that super-block i completes */
-    for (int p = pb; p < pe; p++) {
+    /* super-block sb, the walk's i-th: its product added to its phase's running sum, Q6_K words read as
+     * rd says (as the ring kernel) */
+    auto step = [&](size_t sb, auto &sum, auto rd) { /* sum: float[MT][4] */
+        cp_async_wait<ST - 2>(); /* this thread's copies of the walk's super-block i have landed */
+        if constexpr (TM) mbar_wait(bars + 8u * (uint32_t)cslot, tpar); /* and the box of the CTA's rows */
+        fence_proxy_async();     /* ... are visible to the tensor cores' reads */
+        __syncthreads();         /* everyone's have; the slot refilled next is no longer read */
+        if (i + ST - 1 < total) issue();
+        cp_async_commit();
+        i++;
+        const unsigned char *st = dyn_smem + cslot * STB;
+        const uint64_t dsc = desc0 + (uint64_t)((cslot * STB) >> 4);
+        cslot = cslot == ST - 1 ? 0 : cslot + 1;
+        if (TM && cslot == 0) tpar ^= 1u;
+        const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
+        uint32_t va[W], vb[W];
+        load_words_shared<T, decltype(rd)::value>(st + wr * SLOT + oa, t, va);
+        load_words_shared<T, decltype(rd)::value>(st + (wr + 8) * SLOT + ob, t, vb);
+        q45_sm sma, smb;
+        if constexpr (wg_xparts<T>()) sma = q45_unpack(va[1], va[2], va[3]), smb = q45_unpack(vb[1], vb[2], vb[3]);
+        (void)sma, (void)smb; /* Q4_K/Q5_K only */
+        /* Q6_K: each group of 16 weights (one int8 scale) is one k16 block whose product starts from
+         * nothing, as superblock_staged's mma16816 from zero: step j's groups 2j (into S) and 2j + 1
+         * (into S6) are folded into P6 in its order, fma(a_2j, S, P6) then fma(a_2j+1, S6, P6),
+         * while step j + 1's fragments decode into the other A buffer */
+        float P6[MT][4];
+        if constexpr (T == QG_Q6_K) {
+            uint32_t A[2][2][4];
+            float sc[2][4];
+            q6_step(va, vb, 0, A[0], sc[0]);
 #pragma unroll
-        for (int n = 0; n < MT; n++)
+            for (int n = 0; n < MT; n++)
 #pragma unroll
-            for (int j = 0; j < 4; j++) acc[n][j] = 0.0f;
-        const int np = count(p);
-        auto walk = [&](auto rd) { /* the phase's super-blocks, Q6_K words read as rd says (as the ring kernel) */
-            for (int k = 0; k < np; k++, i++) {
-                cp_async_wait<ST - 2>(); /* this thread's copies of the walk's super-block i have landed */
-                if constexpr (TM) mbar_wait(bars + 8u * (uint32_t)cslot, tpar); /* and the box of the CTA's rows */
-                fence_proxy_async();     /* ... are visible to the tensor cores' reads */
-                __syncthreads();         /* everyone's have; the slot refilled next is no longer read */
-                if (i + ST - 1 < total) issue();
-                cp_async_commit();
-                const unsigned char *st = dyn_smem + cslot * STB;
-                const uint64_t dsc = desc0 + (uint64_t)((cslot * STB) >> 4);
-                cslot = cslot == ST - 1 ? 0 : cslot + 1;
-                if (TM && cslot == 0) tpar ^= 1u;
-                const size_t sb = (size_t)p + 4 * (size_t)k;
-                const int oa = ALIGNED ? 0 : (int)((wa - w + sb * BB) & 15), ob = ALIGNED ? 0 : (int)((wb - w + sb * BB) & 15);
-                uint32_t va[W], vb[W];
-                load_words_shared<T, decltype(rd)::value>(st + wr * SLOT + oa, t, va);
-                load_words_shared<T, decltype(rd)::value>(st + (wr + 8) * SLOT + ob, t, vb);
-                q45_sm sma, smb;
-                if constexpr (wg_xparts<T>()) sma = q45_unpack(va[1], va[2], va[3]), smb = q45_unpack(vb[1], vb[2], vb[3]);
-                (void)sma, (void)smb; /* Q4_K/Q5_K only */
-                /* Q6_K: each group of 16 weights (one int8 scale) is one k16 block whose product starts from
-                 * nothing, as superblock_staged's mma16816 from zero: step j's groups 2j (into S) and 2j + 1
-                 * (into S6) are folded into P6 in its order, fma(a_2j, S, P6) then fma(a_2j+1, S6, P6),
-                 * while step j + 1's fragments decode into the other A buffer */
-                float P6[MT][4];
-                if constexpr (T == QG_Q6_K) {
-                    uint32_t A[2][2][4];
-                    float sc[2][4];
-                    q6_step(va, vb, 0, A[0], sc[0]);
+                for (int e = 0; e < 4; e++) P6[n][e] = 0.0f;
 #pragma unroll
-                    for (int n = 0; n < MT; n++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) P6[n][e] = 0.0f;
-#pragma unroll
-                    for (int j = 0; j < 8; j++) {
-#pragma unroll
-                        for (int n = 0; n < MT; n++)
-#pragma unroll
-                            for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
-                        qg_wg_fence();
-#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
-                        const int sd = 1; /* a GPU-machine mutant: each group's product continues from the previous one's */
-#else
-                        const int sd = 0;
-#endif
-                        qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[j & 1][0], dsc + (uint64_t)((512 * j) >> 4), sd);
-                        qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S6), A[j & 1][1], dsc + (uint64_t)((512 * j + 256) >> 4), sd);
-                        qg_wg_commit();
-                        if (j < 7) q6_step(va, vb, j + 1, A[(j + 1) & 1], sc[(j + 1) & 1]);
-                        qg_wg_wait0();
-#pragma unroll
-                        for (int n = 0; n < MT; n++) {
-#pragma unroll
-                            for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
-                            q6_update(P6[n], S[n], S6[n], sc[j & 1][0], sc[j & 1][2], sc[j & 1][1], sc[j & 1][3]);
-                        }
-                    }
-                } else {
-                    /* S: the chain of 16 k16 blocks, one commit group a sub-block; waiting for all but the latest
-                     * frees the previous sub-block's A registers */
-#pragma unroll
-                    for (int j = 0; j < 8; j++) {
-                        uint32_t A[2][4];
-                        if constexpr (wg_xparts<T>()) {
-                            const int c = j >> 1;
-                            uint32_t sa2, sb2;
-                            q45_scales<T>(sma, smb, j, sa2, sb2);
-                            q45_frags<T>(va[4 + 2 * c], va[5 + 2 * c], vb[4 + 2 * c], vb[5 + 2 * c], va[W - 2], va[W - 1], vb[W - 2], vb[W - 1], j, sa2,
-                                         sb2, A);
-                        } else if constexpr (T == QG_Q8_K) {
-#pragma unroll
-                            for (int hh = 0; hh < 2; hh++)
-                                make_a(va[1 + 2 * j + hh] ^ 0x80808080u, vb[1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh]); /* (q + 128) - 128 */
-                        }
-#pragma unroll
-                        for (int n = 0; n < MT; n++)
-#pragma unroll
-                            for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
-                        qg_wg_fence();
-#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
-                        const int sd = 1; /* a GPU-machine mutant: the chain continues from the previous super-block's S */
-#else
-                        const int sd = j == 0 ? 0 : 1;
-#endif
-                        qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[0], dsc + (uint64_t)((512 * j) >> 4), sd);
-                        qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[1], dsc + (uint64_t)((512 * j + 256) >> 4), 1);
-                        qg_wg_commit();
-                        if (j < 7) qg_wg_wait1();
-                    }
-                    qg_wg_wait0();
-#pragma unroll
-                    for (int n = 0; n < MT; n++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
-                }
-                const bool spa = special_scales<T>(va), spb = special_scales<T>(vb);
-                /* the special-value path, per output below, only where a lane of the warp needs it */
-                bool sp = spa || spb;
+            for (int j = 0; j < 8; j++) {
 #pragma unroll
                 for (int n = 0; n < MT; n++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) sp = sp || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e]);
-                const bool warp_sp = __any_sync(0xFFFFFFFFu, sp);
-                uint32_t ma = 0u, mb = 0u;
-                if constexpr (wg_xparts<T>()) ma = q45_min_pair(sma, t), mb = q45_min_pair(smb, t);
-                const uint32_t *const pw = reinterpret_cast<const uint32_t *>(st + WB + N * QK * 2) + lane;
-                (void)ma, (void)mb, (void)pw; /* Q4_K/Q5_K only */
+                    for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
+                qg_wg_fence();
+#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
+                const int sd = 1; /* a GPU-machine mutant: each group's product continues from the previous one's */
+#else
+                const int sd = 0;
+#endif
+                qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[j & 1][0], dsc + (uint64_t)((512 * j) >> 4), sd);
+                qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S6), A[j & 1][1], dsc + (uint64_t)((512 * j + 256) >> 4), sd);
+                qg_wg_commit();
+                if (j < 7) q6_step(va, vb, j + 1, A[(j + 1) & 1], sc[(j + 1) & 1]);
+                qg_wg_wait0();
 #pragma unroll
                 for (int n = 0; n < MT; n++) {
-                    float part[4];
-                    if constexpr (T == QG_Q6_K) {
 #pragma unroll
-                        for (int e = 0; e < 4; e++) part[e] = P6[n][e];
-                    } else if constexpr (wg_xparts<T>()) {
-                        const uint32_t P[3] = {pw[96 * n], pw[96 * n + 32], pw[96 * n + 64]};
-                        float S2[4];
-                        q45_min_mma(S2, ma, mb, P);
-                        q45_finish(part, S[n], S2, h2f((uint16_t)va[0]), h2f((uint16_t)(va[0] >> 16)), h2f((uint16_t)vb[0]),
-                                   h2f((uint16_t)(vb[0] >> 16)));
-                    } else {
-                        const float da = __uint_as_float(va[0]), db = __uint_as_float(vb[0]);
-#pragma unroll
-                        for (int e = 0; e < 4; e++) part[e] = __fmul_rn(e < 2 ? da : db, S[n][e]);
-                    }
-                    if (warp_sp) {
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const int col = col0 + 8 * n + 2 * t + (e & 1);
-                            if (((e < 2 ? spa : spb) || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e])) && col < batch)
-                                part[e] = special_part_staged<T>((e < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
-                        }
-                    }
-#pragma unroll
-                    for (int e = 0; e < 4; e++) acc[n][e] = __fadd_rn(acc[n][e], part[e]);
+                    for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]), qg_wg_pin(S6[n][e]);
+                    q6_update(P6[n], S[n], S6[n], sc[j & 1][0], sc[j & 1][2], sc[j & 1][1], sc[j & 1][3]);
                 }
             }
-        };
-        if constexpr (T == QG_Q6_K) {
-            const bool rows4 = QG_Q6_ROWS4(nb, w);
-            if (rows4 && (p & 1) == 0) walk(std::integral_constant<int, Q6_READ_A4>{});
-            else if (!rows4) walk(std::integral_constant<int, wg_q6_read<T>()>{});
-            else walk(std::integral_constant<int, Q6_READ_A2>{});
         } else {
-            walk(std::integral_constant<int, Q6_READ_A2>{});
+            /* S: the chain of 16 k16 blocks, one commit group a sub-block; waiting for all but the latest
+             * frees the previous sub-block's A registers */
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                uint32_t A[2][4];
+                if constexpr (wg_xparts<T>()) {
+                    const int c = j >> 1;
+                    uint32_t sa2, sb2;
+                    q45_scales<T>(sma, smb, j, sa2, sb2);
+                    q45_frags<T>(va[4 + 2 * c], va[5 + 2 * c], vb[4 + 2 * c], vb[5 + 2 * c], va[W - 2], va[W - 1], vb[W - 2], vb[W - 1], j, sa2,
+                                 sb2, A);
+                } else if constexpr (T == QG_Q8_K) {
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++)
+                        make_a(va[1 + 2 * j + hh] ^ 0x80808080u, vb[1 + 2 * j + hh] ^ 0x80808080u, 0x64806480u, A[hh]); /* (q + 128) - 128 */
+                }
+#pragma unroll
+                for (int n = 0; n < MT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
+                qg_wg_fence();
+#ifdef QG_CUDA_MUTANT_KQ_WG_STALE
+                const int sd = 1; /* a GPU-machine mutant: the chain continues from the previous super-block's S */
+#else
+                const int sd = j == 0 ? 0 : 1;
+#endif
+                qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[0], dsc + (uint64_t)((512 * j) >> 4), sd);
+                qg_wgmma_f16<N>(reinterpret_cast<float(&)[N / 2]>(S), A[1], dsc + (uint64_t)((512 * j + 256) >> 4), 1);
+                qg_wg_commit();
+                if (j < 7) qg_wg_wait1();
+            }
+            qg_wg_wait0();
+#pragma unroll
+            for (int n = 0; n < MT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) qg_wg_pin(S[n][e]);
         }
-        /* the phase sums meet in the staged kernel's order, ((p0 + p1) + p2) + p3 */
+        const bool spa = special_scales<T>(va), spb = special_scales<T>(vb);
+        /* the special-value path, per output below, only where a lane of the warp needs it */
+        bool sp = spa || spb;
 #pragma unroll
         for (int n = 0; n < MT; n++)
 #pragma unroll
-            for (int j = 0; j < 4; j++) tot[n][j] = p == pb ? acc[n][j] : __fadd_rn(tot[n][j], acc[n][j]);
+            for (int e = 0; e < 4; e++) sp = sp || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e]);
+        const bool warp_sp = __any_sync(0xFFFFFFFFu, sp);
+        uint32_t ma = 0u, mb = 0u;
+        if constexpr (wg_xparts<T>()) ma = q45_min_pair(sma, t), mb = q45_min_pair(smb, t);
+        const uint32_t *const pw = reinterpret_cast<const uint32_t *>(st + WB + N * QK * 2) + lane;
+        (void)ma, (void)mb, (void)pw; /* Q4_K/Q5_K only */
+#pragma unroll
+        for (int n = 0; n < MT; n++) {
+            float part[4];
+            if constexpr (T == QG_Q6_K) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) part[e] = P6[n][e];
+            } else if constexpr (wg_xparts<T>()) {
+                const uint32_t P[3] = {pw[96 * n], pw[96 * n + 32], pw[96 * n + 64]};
+                float S2[4];
+                q45_min_mma(S2, ma, mb, P);
+                q45_finish(part, S[n], S2, h2f((uint16_t)va[0]), h2f((uint16_t)(va[0] >> 16)), h2f((uint16_t)vb[0]),
+                           h2f((uint16_t)(vb[0] >> 16)));
+            } else {
+                const float da = __uint_as_float(va[0]), db = __uint_as_float(vb[0]);
+#pragma unroll
+                for (int e = 0; e < 4; e++) part[e] = __fmul_rn(e < 2 ? da : db, S[n][e]);
+            }
+            if (warp_sp) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int col = col0 + 8 * n + 2 * t + (e & 1);
+                    if (((e < 2 ? spa : spb) || !isfinite(T == QG_Q6_K ? P6[n][e] : S[n][e])) && col < batch)
+                        part[e] = special_part_staged<T>((e < 2 ? wa : wb) + sb * BB, x + sb * QK + (size_t)col * cols);
+                }
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) sum[n][e] = __fadd_rn(sum[n][e], part[e]);
+        }
+    };
+    if constexpr (INORDER) {
+        /* every super-block in order, a running sum a phase (as the ring kernel's ring_inorder): the same
+         * sums in the same order */
+        float acc4[4][MT][4];
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+#pragma unroll
+            for (int n = 0; n < MT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc4[q][n][j] = 0.0f;
+#pragma unroll 1
+        for (size_t s0 = 0; s0 < nb; s0 += 4)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                if (s0 + (size_t)q < nb) step(s0 + (size_t)q, acc4[q], std::integral_constant<int, Q6_READ_A2>{});
+#pragma unroll
+        for (int n = 0; n < MT; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) tot[n][j] = __fadd_rn(__fadd_rn(__fadd_rn(acc4[0][n][j], acc4[1][n][j]), acc4[2][n][j]), acc4[3][n][j]);
+    } else {
+        for (int p = pb; p < pe; p++) {
+            float acc[MT][4]; /* the phase's running sum */
+#pragma unroll
+            for (int n = 0; n < MT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[n][j] = 0.0f;
+            const int np = count(p);
+            auto walk = [&](auto rd) { /* the phase's super-blocks */
+                for (int k = 0; k < np; k++) step((size_t)p + 4 * (size_t)k, acc, rd);
+            };
+            if constexpr (T == QG_Q6_K) {
+                const bool rows4 = QG_Q6_ROWS4(nb, w);
+                if (rows4 && (p & 1) == 0) walk(std::integral_constant<int, Q6_READ_A4>{});
+                else if (!rows4) walk(std::integral_constant<int, wg_q6_read<T>()>{});
+                else walk(std::integral_constant<int, Q6_READ_A2>{});
+            } else {
+                walk(std::integral_constant<int, Q6_READ_A2>{});
+            }
+            /* the phase sums meet in the staged kernel's order, ((p0 + p1) + p2) + p3 */
+#pragma unroll
+            for (int n = 0; n < MT; n++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) tot[n][j] = p == pb ? acc[n][j] : __fadd_rn(tot[n][j], acc[n][j]);
+        }
     }
 #pragma unroll
     for (int n = 0; n < MT; n++)
@@ -2637,7 +2735,7 @@ int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
  * QG_CUDA_KQ_WG_N=64); batch 9..16 where first_batch allows, one group of 16. CTAs of two warpgroups (128
  * rows; Q6_K one). Where CTAs walking all four phases make one
  * wave that fills at least 3/4 of the CTA slots (two an SM: 28672 rows at batch <= 32), each does so
- * (but for Q4_K and Q5_K at batch 9..16);
+ * (but for Q5_K at batch 9..32, and Q4_K's at batch 9..16 also on fewer rows: below);
  * else every CTA walks one phase and k_kq_wg_join adds the four phase sums. H200, same run, Q4_K and
  * Q8_K, batch 32 and 64: one phase a CTA took 0.25-0.6x the time of all four on 8192 and 4096 rows and
  * 4-6% less on 28672 rows at batch 64, the same (Q4_K) or 10% more (Q8_K) on 28672 rows at batch 32; CTAs
@@ -2662,13 +2760,17 @@ int launch_wg(const uint8_t *w, size_t rows, size_t nb, const __half *x, size_t 
         const int wg = k.rows != 0 && n != 16 ? k.rows / 64 : wg_def;
         const size_t ctas4 = (size_t)groups * ((rows + 64 * wg - 1) / (64 * wg)); /* CTAs walking all four phases */
         const size_t slots = sms * (size_t)(n == 16 ? wg_ctas<T, 16, wg_def>() : wg == 2 ? wg_ctas<T, 32, 2>() : wg_ctas<T, 32, 1>());
-        /* Q4_K and Q5_K in one group of 16 take one phase a CTA even there (H200, same call, 28672x8192 at
-         * batch 9, 12 and 16: Q4_K 1.5-3.3% and Q5_K 2.7-4.1% less time; Q8_K 4.7-6.9% more, it keeps them);
-         * Q5_K in groups of 32 too, since its phase CTAs run side by side (wg_phase_x; H200, one call, two
-         * runs each, batch 24 and 32: 2-4% less time on 28672x8192, 5-8% on 25344x5120; at batch 64, two
-         * groups, 6% more on 14336x4096) */
-        const bool one_phase = (n == 16 && (T == QG_Q4_K || T == QG_Q5_K)) || (n == 32 && T == QG_Q5_K);
-        const bool ps4 = 4 * ctas4 >= 3 * slots && ctas4 <= slots && !one_phase;
+        /* Q5_K in one group of 16 takes one phase a CTA even there (H200, one call, against four phases a
+         * CTA walked in order (wg_inorder), batch 9..16: 1-2.4% less time on 28672x8192, 5-7.5% on
+         * 25344x5120); in one group of 32 too, since its phase CTAs run side by side (wg_phase_x; H200, one
+         * call, two runs each, batch 24 and 32: 2-4% less time on 28672x8192, 5-8% on 25344x5120; at batch
+         * 64, two groups, 6% more on 14336x4096: there the four-phase CTAs stay). Q4_K in one group of 16
+         * takes four phases a CTA also where they make one CTA an SM on at least 3/4 of the SMs (same call:
+         * 14336x4096 8.5-9.5% less time than one phase, 28672x8192 and 25344x5120 0-4.4%); Q8_K there
+         * took 14-16% more (14336x4096), Q5_K 1-2% less */
+        const bool one_phase = (n == 16 || (n == 32 && groups == 1)) && T == QG_Q5_K;
+        const bool q4_fill = n == 16 && T == QG_Q4_K && 4 * ctas4 >= 3 * sms;
+        const bool ps4 = (4 * ctas4 >= 3 * slots || q4_fill) && ctas4 <= slots && !one_phase;
         const int ps = k.ps != 0 ? k.ps : ps4 ? 4 : 1;
         /* the copies keep a CTA's byte offsets in 32 bits; the grid's y dimension holds the row blocks */
         if (128 * nb * (size_t)ring_bb<T>() >= ((size_t)1 << 32) || (rows + 63) / 64 > 65535) return -1;
