@@ -1153,9 +1153,9 @@ __global__ void __launch_bounds__(WARPS * 32 * CG, staged_minb(T, NT, R, CG))
  * stage's mbarrier, so no other thread spends an instruction on the rows; each block lies in its slot as
  * the cp.async copies put it, and the same bytes are read either way. 16 warps an SM either way:
  *   PH = 4: a CTA is one ring of 8 warps (128 rows; 7 warps, or 8 of which fewer compute, where that
- *           balances the SMs: ring_tiles) walking all 4 phases, phase after phase (super-blocks p, p + 4,
- *           ... in order), each phase's sum then added to the total: two CTAs an SM, used where the row
- *           blocks alone fill the SMs;
+ *           balances the SMs: ring_tiles) walking all 4 phases: the super-blocks in order, each into its
+ *           phase's running sum (ring_inorder; else phase after phase, super-blocks p, p + 4, ...), the
+ *           phase sums then added: two CTAs an SM, used where the row blocks alone fill the SMs;
  *   PH = 1: a CTA is 4 rings of 4 warps (64 rows), ring p the phase p with its own named barrier, and
  *           ring 0 adds the others' sums from shared memory at the end: one CTA an SM, 4 times the CTAs
  *           of PH = 4 for the same rows (8192 rows: 128 CTAs). (Clusters of 4 one-phase CTAs were
@@ -1827,7 +1827,8 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
  * pool (kq_ws_alloc), freed in stream order after the kernel.
  *
  * A CTA is WG warpgroups of 64 rows each and one column group; it walks the super-blocks as the PH = 4
- * ring does (phase p: p, p + 4, ... in order; each phase's sum from +0, then ((p0 + p1) + p2) + p3), its
+ * ring does (phase p: p, p + 4, ... in order, or every super-block in order into its phase's sum where
+ * wg_inorder says; each phase's sum from +0, then ((p0 + p1) + p2) + p3), its
  * rows' blocks and the super-block's image piece copied by cp.async ST - 1 super-blocks ahead (the rows
  * by one tensor-map copy where they allow it, the TM instances, as the ring kernel's). The columns'
  * inf/NaN flags are read off the code sums, as superblock_staged reads them. */
