@@ -1222,6 +1222,32 @@ template <int T> __host__ __device__ constexpr bool ring_copy16() { return T == 
  * DRAM reads for 132.1 MB of blocks, Q8_K 293.8 for 268.4; in order 132.4 and 268.1). Q6_K's two column
  * tiles keep the phase walk (its four sums of two tiles would cost 16 more registers a thread). */
 template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_inorder() { return PH == 4 && (T != QG_Q6_K || NT == 1); }
+/* The L2 promotion of a four-phase CTA's tensor-map copies (PH = 1 takes 256 bytes; a choice of speed, same
+ * bits either way): 128-byte lines for Q8_K, whose in-order walk reads next the block whose head the line
+ * past this block's box holds; none for the others. H200, one call, two runs each, against none on
+ * 28672x8192 at batch 1..8: Q8_K 3.7-4.3% less time (2.3-2.7% on 25344x5120), Q4_K 0.7-1.4%, Q5_K and Q6_K
+ * within 1.2% either way. */
+template <int T, int PH> constexpr int ring_l2_bytes() { return T == QG_Q8_K ? 128 : 0; }
+/* The walk in order of a four-phase CTA (ring_inorder, wg_inorder): super-block sb's product into the
+ * running sum acc4[sb mod 4] (step(sb, sum, rd); each sum from +0), the words of even super-blocks read
+ * as re says, of odd ones as ro. The caller adds the sums, ((p0 + p1) + p2) + p3. */
+template <int NT, class Step, class RE, class RO>
+__device__ __forceinline__ void walk_in_order(size_t nb, Step &step, float (&acc4)[4][NT][4], RE re, RO ro)
+{
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc4[q][n][j] = 0.0f;
+#pragma unroll 1
+    for (size_t s0 = 0; s0 < nb; s0 += 4) {
+        step(s0, acc4[0], re);
+        if (s0 + 1 < nb) step(s0 + 1, acc4[1], ro);
+        if (s0 + 2 < nb) step(s0 + 2, acc4[2], re);
+        if (s0 + 3 < nb) step(s0 + 3, acc4[3], ro);
+    }
+}
 /* warps of a ring: PH = 4, 8 (a CTA, two CTAs an SM); PH = 1, 4 (a phase group; 4 groups a CTA, one CTA an SM) */
 __host__ __device__ constexpr int ring_rw(int ph) { return ph == 4 ? 8 : 4; }
 /* a stage: the ring's 16 RW row slots of one super-block, then its activations (NT 8 columns of XS halves) */
@@ -1696,22 +1722,7 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
          * its products in the phase walk's order, so the same bits, and a block's edge sectors, which
          * its neighbours share, are read while they are still in L2 */
         float acc4[4][NT][4];
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-#pragma unroll
-            for (int n = 0; n < NT; n++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) acc4[q][n][j] = 0.0f;
-        /* the walk, the words of even and odd super-blocks read as rd_even and rd_odd say */
-        auto walk_inorder = [&](auto rd_even, auto rd_odd) {
-#pragma unroll 1
-            for (size_t s0 = 0; s0 < nb; s0 += 4) {
-                if (s0 < nb) step(s0, acc4[0], rd_even);
-                if (s0 + 1 < nb) step(s0 + 1, acc4[1], rd_odd);
-                if (s0 + 2 < nb) step(s0 + 2, acc4[2], rd_even);
-                if (s0 + 3 < nb) step(s0 + 3, acc4[3], rd_odd);
-            }
-        };
+        auto walk_inorder = [&](auto re, auto ro) { walk_in_order(nb, step, acc4, re, ro); };
         if constexpr (T == QG_Q6_K) {
             /* the Q6_K reads of the phase walk below: on rows4 rows the even super-blocks' blocks are
              * 4-byte aligned and the odd ones' 2 bytes off */
@@ -2128,17 +2139,7 @@ __global__ void __launch_bounds__(128 * WG, wg_ctas<T, N, WG>()) k_kq_gemm_wg(co
         /* every super-block in order, a running sum a phase (as the ring kernel's ring_inorder): the same
          * sums in the same order */
         float acc4[4][MT][4];
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-#pragma unroll
-            for (int n = 0; n < MT; n++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) acc4[q][n][j] = 0.0f;
-#pragma unroll 1
-        for (size_t s0 = 0; s0 < nb; s0 += 4)
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                if (s0 + (size_t)q < nb) step(s0 + (size_t)q, acc4[q], std::integral_constant<int, Q6_READ_A2>{});
+        walk_in_order(nb, step, acc4, std::integral_constant<int, Q6_READ_A2>{}, std::integral_constant<int, Q6_READ_A2>{});
 #pragma unroll
         for (int n = 0; n < MT; n++)
 #pragma unroll
@@ -2452,7 +2453,7 @@ int launch_ring_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x
     CUtensorMap tm;
     /* 256-byte L2 lines where the 4 phases of a CTA read neighbouring blocks together (PH = 1), none where
      * a CTA walks one phase at a time (PH = 4: a block's neighbours are read a phase later) */
-    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 16 * lt, PH == 1 ? 256 : 0))
+    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 16 * lt, PH == 1 ? 256 : ring_l2_bytes<T, PH>()))
         return launch_ring_inst<T, NT, PH, PART, RW, false, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s, &tm);
     if constexpr (T == QG_Q6_K && ring_grid<T, NT, PH>())
         if (q6_unaligned_rows<T>(w, nb)) return launch_ring_inst<T, NT, PH, PART, RW, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
@@ -2695,10 +2696,13 @@ int launch_wg_inst(dim3 grid, const uint8_t *w, size_t rows, size_t nb, const __
  * for Q8_K's CTAs of one phase (PS = 1) on rows of at least 32 super-blocks. H200, one call, one binary,
  * two runs each, against none: Q8_K 3% less time at batch 48 and 64 on 8192x28672 and 4096x14336, 1.5% on
  * 8192x8192, 0-2.5% at batch 9..32 on 8192x28672; 0.3-1.4% more on 14336x4096 (16 super-blocks a row),
- * which keeps none; Q4_K, Q5_K and Q6_K within 1% (8192x8192, 4096x14336, batch 24..64) keep none. */
-template <int T, int PS> int wg_l2_bytes(size_t nb)
+ * which keeps none; Q4_K, Q5_K and Q6_K within 1% (8192x8192, 4096x14336, batch 24..64) keep none. Q8_K's
+ * CTAs walking their super-blocks in order (wg_inorder) take 128-byte lines too: the line past a block's
+ * box is the next block's head, read next (H200, one call, two runs each, against none: batch 9..16 4%
+ * less time on 28672x8192, 2.2-2.4% on 25344x5120; Q4_K 0.5% less, Q5_K the same). */
+template <int T, int N, int PS> int wg_l2_bytes(size_t nb)
 {
-    return T == QG_Q8_K && PS == 1 && nb >= 32 ? 128 : 0;
+    return T == QG_Q8_K && ((PS == 1 && nb >= 32) || wg_inorder<T, N, PS>()) ? 128 : 0;
 }
 
 template <int T, int N, int WG, int PS>
@@ -2715,7 +2719,7 @@ int launch_wg_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x, 
      * in two: rows all 16-aligned, or not (U6) */
     int rc;
     CUtensorMap tm;
-    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 64 * WG, wg_l2_bytes<T, PS>(nb)))
+    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 64 * WG, wg_l2_bytes<T, N, PS>(nb)))
         rc = launch_wg_inst<T, N, WG, PS, false, true>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s, &tm);
     else if constexpr (T == QG_Q6_K && wg_grid<T>())
         rc = q6_unaligned_rows<T>(w, nb) ? launch_wg_inst<T, N, WG, PS, true>(grid, w, rows, nb, x, cols, batch, xi, part, y32, y16, s)
