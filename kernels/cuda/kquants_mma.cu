@@ -1222,13 +1222,12 @@ template <int T> __host__ __device__ constexpr bool ring_copy16() { return T == 
  * DRAM reads for 132.1 MB of blocks, Q8_K 293.8 for 268.4; in order 132.4 and 268.1). Q6_K's two column
  * tiles keep the phase walk (its four sums of two tiles would cost 16 more registers a thread). */
 template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_inorder() { return PH == 4 && (T != QG_Q6_K || NT == 1); }
-/* The L2 promotion of the ring's tensor-map copies (a choice of speed, same bits either way): 128-byte
- * lines for Q8_K; else 256 bytes for the phase-group CTAs (PH = 1), none for the four-phase ones. H200, one
- * call, two runs each: Q8_K's in-order four-phase CTAs (the line past a block's box holds the head of the
- * block read next) against none, 28672x8192 at batch 1..8, 3.7-4.3% less time (2.3-2.7% on 25344x5120;
- * Q4_K 0.7-1.4%, Q5_K and Q6_K within 1.2% either way); Q8_K's phase-group CTAs against 256 bytes, batch
- * 1..8, 2.2-8% less time on 8192x28672, 8192x8192, 12288x8192, 13824x5120 and 14336x4096. */
-template <int T, int PH> constexpr int ring_l2_bytes() { return T == QG_Q8_K ? 128 : PH == 1 ? 256 : 0; }
+/* The L2 promotion of a four-phase CTA's tensor-map copies (PH = 1 takes 256 bytes; a choice of speed, same
+ * bits either way): 128-byte lines for Q8_K, whose in-order walk reads next the block whose head the line
+ * past this block's box holds; none for the others. H200, one call, two runs each, against none on
+ * 28672x8192 at batch 1..8: Q8_K 3.7-4.3% less time (2.3-2.7% on 25344x5120), Q4_K 0.7-1.4%, Q5_K and Q6_K
+ * within 1.2% either way. */
+template <int T, int PH> constexpr int ring_l2_bytes() { return T == QG_Q8_K ? 128 : 0; }
 /* The walk in order of a four-phase CTA (ring_inorder, wg_inorder): super-block sb's product into the
  * running sum acc4[sb mod 4] (step(sb, sum, rd); each sum from +0), the words of even super-blocks read
  * as re says, of odd ones as ro. The caller adds the sums, ((p0 + p1) + p2) + p3. */
@@ -2454,7 +2453,7 @@ int launch_ring_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x
     CUtensorMap tm;
     /* 256-byte L2 lines where the 4 phases of a CTA read neighbouring blocks together (PH = 1), none where
      * a CTA walks one phase at a time (PH = 4: a block's neighbours are read a phase later) */
-    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 16 * lt, ring_l2_bytes<T, PH>()))
+    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 16 * lt, PH == 1 ? 256 : ring_l2_bytes<T, PH>()))
         return launch_ring_inst<T, NT, PH, PART, RW, false, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s, &tm);
     if constexpr (T == QG_Q6_K && ring_grid<T, NT, PH>())
         if (q6_unaligned_rows<T>(w, nb)) return launch_ring_inst<T, NT, PH, PART, RW, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
