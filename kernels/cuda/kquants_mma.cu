@@ -1222,12 +1222,14 @@ template <int T> __host__ __device__ constexpr bool ring_copy16() { return T == 
  * DRAM reads for 132.1 MB of blocks, Q8_K 293.8 for 268.4; in order 132.4 and 268.1). Q6_K's two column
  * tiles keep the phase walk (its four sums of two tiles would cost 16 more registers a thread). */
 template <int T, int NT, int PH> __host__ __device__ constexpr bool ring_inorder() { return PH == 4 && (T != QG_Q6_K || NT == 1); }
-/* The L2 promotion of a four-phase CTA's tensor-map copies (PH = 1 takes 256 bytes; a choice of speed, same
- * bits either way): 128-byte lines for Q8_K, whose in-order walk reads next the block whose head the line
- * past this block's box holds; none for the others. H200, one call, two runs each, against none on
- * 28672x8192 at batch 1..8: Q8_K 3.7-4.3% less time (2.3-2.7% on 25344x5120), Q4_K 0.7-1.4%, Q5_K and Q6_K
- * within 1.2% either way. */
-template <int T, int PH> constexpr int ring_l2_bytes() { return T == QG_Q8_K ? 128 : 0; }
+/* The L2 promotion of the ring's tensor-map copies (a choice of speed, same bits either way): 128-byte
+ * lines for Q8_K; else 256 bytes for the phase-group CTAs (PH = 1, whose four phases read neighbouring
+ * blocks together), none for the four-phase ones. H200, one call, two runs each: Q8_K's in-order four-phase
+ * CTAs (the line past a block's box holds the head of the block read next) against none, 28672x8192 at
+ * batch 1..8, 3.7-4.3% less time (2.3-2.7% on 25344x5120; Q4_K 0.7-1.4%, Q5_K and Q6_K within 1.2% either
+ * way); Q8_K's phase-group CTAs against 256 bytes, batch 1..8, 2.2-8% less time on 8192x28672, 8192x8192,
+ * 12288x8192, 13824x5120 and 14336x4096. */
+template <int T, int PH> constexpr int ring_l2_bytes() { return T == QG_Q8_K ? 128 : PH == 1 ? 256 : 0; }
 /* The walk in order of a four-phase CTA (ring_inorder, wg_inorder): super-block sb's product into the
  * running sum acc4[sb mod 4] (step(sb, sum, rd); each sum from +0), the words of even super-blocks read
  * as re says, of odd ones as ro. The caller adds the sums, ((p0 + p1) + p2) + p3. */
@@ -1728,8 +1730,6 @@ __global__ void __launch_bounds__(PH == 4 ? 32 * RWX : 512, PH == 4 ? 2 : 1) k_k
              * 4-byte aligned and the odd ones' 2 bytes off */
             const bool rows4 = QG_Q6_ROWS4(nb, w);
             if (rows4) walk_inorder(std::integral_constant<int, Q6_READ_A4>{}, std::integral_constant<int, Q6_READ_A2>{});
-            else if (ring_q6_read<T, NT, PH>() == Q6_READ_BRANCH)
-                walk_inorder(std::integral_constant<int, Q6_READ_BRANCH>{}, std::integral_constant<int, Q6_READ_BRANCH>{});
             else walk_inorder(std::integral_constant<int, Q6_READ_A2>{}, std::integral_constant<int, Q6_READ_A2>{});
         } else {
             walk_inorder(std::integral_constant<int, Q6_READ_A2>{}, std::integral_constant<int, Q6_READ_A2>{});
@@ -2451,9 +2451,7 @@ int launch_ring_kernel(const uint8_t *w, size_t rows, size_t nb, const __half *x
                        int lt, cudaStream_t s)
 {
     CUtensorMap tm;
-    /* 256-byte L2 lines where the 4 phases of a CTA read neighbouring blocks together (PH = 1), none where
-     * a CTA walks one phase at a time (PH = 4: a block's neighbours are read a phase later) */
-    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 16 * lt, PH == 1 ? 256 : ring_l2_bytes<T, PH>()))
+    if (ring_config().tma && ring_tm_map<T>(&tm, w, rows, nb, 16 * lt, ring_l2_bytes<T, PH>()))
         return launch_ring_inst<T, NT, PH, PART, RW, false, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s, &tm);
     if constexpr (T == QG_Q6_K && ring_grid<T, NT, PH>())
         if (q6_unaligned_rows<T>(w, nb)) return launch_ring_inst<T, NT, PH, PART, RW, true>(w, rows, nb, x, cols, batch, y32, y16, lt, s);
@@ -2614,7 +2612,8 @@ wg_knobs wg_config()
 
 /* The smallest batch the warpgroup kernel takes: 9 (one group of 16 columns) on more rows than 64 an SM
  * (more than the ring kernel's 64-row CTAs of four phase groups, one an SM, finish in one wave) or with K
- * >= 12288 (Q6_K: on at most 4096 rows with K >= 10240), else 17; 17 wherever QG_CUDA_KQ_RING_MIN/_PH
+ * >= 12288 (Q6_K: on at most 4096 rows with K >= 10240, and not where the ring kernel walks four phases
+ * a CTA), else 17; 17 wherever QG_CUDA_KQ_RING_MIN/_PH
  * pin the ring kernel. H200, same run, batch 12 and 16 against the previous choice (the ring or staged
  * kernel, or this one with a zero-padded group of 32): 28672x8192 10% less time (Q4_K, Q5_K), 14% (Q6_K),
  * within 1% (Q8_K); 8192x28672 11-12% less (Q4_K, Q5_K), 3% (Q8_K), 6% more (Q6_K, whose 64-row CTAs make
@@ -2639,6 +2638,13 @@ int first_batch(const wg_knobs &k, qg_ktype t, size_t rows, size_t nb)
     /* Q6_K on at most 4096 rows from K = 10240: H200, one call, batch 9..16, 3072x10240 and 4096x10240
      * 15-23% less time than the staged kernel (4096x10240 batch 16 34.0 -> 26.3 us), 4096x11008 0-6%; the
      * other types there measured within 12% either way and keep K >= 12288 */
+    /* Q6_K where the ring kernel's four-phase CTAs fill the GPU (ring_phases 4, ring_fills): the ring at
+     * 9..16 too. One call on each GPU, two runs, batch 9..16, the ring against this kernel: H100 28672x8192
+     * 8-10% less time, 28672x4096 12-14%, 28672x5120 5-6%, 32768x8192 7-9%; H200 28672x4096 7-9%,
+     * 32768x8192 8-9%, 28672x8192 within 0.6%, 28672x5120 0.6-2.3% more. Where the ring runs 64-row CTAs
+     * (PH = 1) it measured from 19% less time (H100, 16384x8192) to 15% more (H200, 22016x8192 and
+     * 20480x5120), so those shapes stay here. */
+    if (t == QG_Q6_K && ring_phases(t, rows, ring_config().sms) == 4 && ring_fills(t, 16, rows, ring_config())) return 17;
     return many_rows || q6_mid || (t == QG_Q6_K ? rows <= 4096 && nb >= 40 : long_k) ? 9 : 17;
 }
 
